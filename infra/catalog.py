@@ -1,0 +1,68 @@
+"""The Iceberg catalog, shared by Spark (JdbcCatalog) and pyiceberg (SqlCatalog).
+
+Both speak the same `iceberg_tables` schema. pyiceberg creates the catalog tables first; Spark is then told
+not to (`jdbc.init-catalog-tables=false`), because Iceberg 1.10.2 leaks a result set while initialising them
+and the stale SQLite read transaction later fails commits with SQLITE_BUSY_SNAPSHOT.
+"""
+
+from __future__ import annotations
+
+import os
+from functools import lru_cache
+
+from pyiceberg.catalog.sql import SqlCatalog
+
+from infra.errors import ConfigError
+from infra.settings import Settings
+
+
+def sqlalchemy_uri(settings: Settings) -> str:
+    """The SQLAlchemy URI pyiceberg uses for the same catalog database Spark reaches over JDBC."""
+    if settings.uses_sqlite:
+        return f"sqlite:///{settings.catalog_db}"
+    uri = os.environ.get("TRIBUTARY_CATALOG_SQLALCHEMY_URI")
+    if not uri:
+        raise ConfigError(
+            "TRIBUTARY_CATALOG_URI points at a non-SQLite catalog: set TRIBUTARY_CATALOG_SQLALCHEMY_URI to the "
+            "same database for pyiceberg (e.g. postgresql+psycopg2://user:pw@host/db)"
+        )
+    return uri
+
+
+def _open(settings: Settings) -> SqlCatalog:
+    if settings.uses_sqlite:
+        settings.catalog_db.parent.mkdir(parents=True, exist_ok=True)
+    settings.warehouse.mkdir(parents=True, exist_ok=True)
+    # SqlCatalog creates iceberg_tables / iceberg_namespace_properties if they are missing.
+    return SqlCatalog(
+        settings.catalog_name,
+        uri=sqlalchemy_uri(settings),
+        warehouse=settings.warehouse.as_uri(),
+    )
+
+
+@lru_cache(maxsize=8)
+def _cached(settings: Settings) -> SqlCatalog:
+    return _open(settings)
+
+
+def pyiceberg_catalog(settings: Settings) -> SqlCatalog:
+    """A pyiceberg catalog over the platform's catalog database (catalog tables created if missing)."""
+    return _cached(settings)
+
+
+def spark_catalog_conf(settings: Settings) -> dict[str, str]:
+    """Spark settings that register the Iceberg catalog under `settings.catalog_name`."""
+    prefix = f"spark.sql.catalog.{settings.catalog_name}"
+    return {
+        prefix: "org.apache.iceberg.spark.SparkCatalog",
+        f"{prefix}.catalog-impl": "org.apache.iceberg.jdbc.JdbcCatalog",
+        f"{prefix}.uri": settings.jdbc_catalog_uri,
+        f"{prefix}.jdbc.schema-version": "V1",
+        f"{prefix}.jdbc.init-catalog-tables": "false",
+        f"{prefix}.warehouse": settings.warehouse.as_uri(),
+        # Other processes (pyiceberg readers, maintenance, a second run) commit to the same tables:
+        # a cached table would serve stale snapshots to dedup lookups and stats.
+        f"{prefix}.cache-enabled": "false",
+        "spark.sql.defaultCatalog": settings.catalog_name,
+    }

@@ -1,0 +1,226 @@
+"""The demo dataset: an e-commerce event stream, landed as JSON lines, refined bronze → silver → gold."""
+
+from __future__ import annotations
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.types import (
+    ArrayType,
+    DateType,
+    DecimalType,
+    IntegerType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
+)
+
+from pipelines.formats import TableFormat
+from pipelines.registry import FileSource, OutputTable, TableSource, TableSpec, Watermark
+from pipelines.sinks import AppendSink, RecomputeMergeSink, ValidateDedupeSink
+from quality.rules import Rule, apply_rules
+
+EVENT_TYPES = ("page_view", "cart_add", "cart_remove", "order")
+CURRENCIES = ("USD", "EUR", "GBP")
+AMOUNT = DecimalType(12, 2)
+
+EVENT_FIELDS = [
+    StructField("event_id", StringType()),
+    StructField("event_type", StringType()),
+    StructField("event_time", TimestampType()),
+    StructField("user_id", StringType()),
+    StructField("product_id", StringType()),
+    StructField("category", StringType()),
+    StructField("quantity", IntegerType()),
+    StructField("amount", AMOUNT),
+    StructField("currency", StringType()),
+]
+EVENT_COLUMNS = tuple(f.name for f in EVENT_FIELDS)
+LANDED_SCHEMA = StructType(EVENT_FIELDS)
+
+BRONZE = OutputTable(
+    "bronze.events",
+    StructType(
+        [
+            *EVENT_FIELDS,
+            StructField("_corrupt_record", StringType()),
+            StructField("_source_file", StringType()),
+            StructField("_ingested_at", TimestampType()),
+            StructField("_batch_id", LongType()),
+        ]
+    ),
+    partition_by=("days(_ingested_at)",),
+)
+SILVER = OutputTable(
+    "silver.events",
+    StructType(
+        [
+            *EVENT_FIELDS,
+            StructField("event_date", DateType()),
+            StructField("_source_file", StringType()),
+            StructField("_batch_id", LongType()),
+        ]
+    ),
+    partition_by=("days(event_time)",),
+)
+QUARANTINE = OutputTable(
+    "silver.events_quarantine",
+    StructType(
+        [
+            StructField("event_id", StringType()),
+            StructField("reasons", ArrayType(StringType())),
+            StructField("raw_record", StringType()),
+            StructField("_source_file", StringType()),
+            StructField("_ingested_at", TimestampType()),
+            StructField("_batch_id", LongType()),
+        ]
+    ),
+)
+DAILY_REVENUE = OutputTable(
+    "gold.daily_revenue",
+    StructType(
+        [
+            StructField("event_date", DateType()),
+            StructField("category", StringType()),
+            StructField("currency", StringType()),
+            StructField("orders", LongType()),
+            StructField("units", LongType()),
+            StructField("revenue", DecimalType(18, 2)),
+        ]
+    ),
+    partition_by=("event_date",),
+)
+EVENT_COUNTS = OutputTable(
+    "gold.event_counts_5m",
+    StructType(
+        [
+            StructField("window_start", TimestampType()),
+            StructField("window_end", TimestampType()),
+            StructField("event_type", StringType()),
+            StructField("events", LongType()),
+        ]
+    ),
+    partition_by=("days(window_start)",),
+)
+
+_types = ", ".join(f"'{t}'" for t in EVENT_TYPES)
+_currencies = ", ".join(f"'{c}'" for c in CURRENCIES)
+SILVER_RULES = (
+    Rule(
+        "well_formed",
+        "_corrupt_record IS NULL",
+        "quarantine",
+        "line is not valid JSON or a field has the wrong type",
+    ),
+    Rule("event_id_present", "event_id IS NOT NULL AND event_id <> ''", "quarantine", "event_id is missing"),
+    Rule("event_time_present", "event_time IS NOT NULL", "quarantine", "event_time is missing"),
+    Rule("user_id_present", "user_id IS NOT NULL", "quarantine", "user_id is missing"),
+    Rule("event_type_known", f"event_type IN ({_types})", "quarantine", "event_type is not a known type"),
+    Rule(
+        "order_is_priced",
+        f"event_type <> 'order' OR (quantity > 0 AND amount >= 0 AND currency IN ({_currencies}))",
+        "quarantine",
+        "an order needs quantity > 0, amount >= 0 and a known currency",
+    ),
+)
+
+
+def bronze_transform(df: DataFrame) -> DataFrame:
+    """Bronze keeps every landed line as read, with its lineage; nothing is filtered."""
+    return df
+
+
+def silver_transform(df: DataFrame) -> DataFrame:
+    """Type and clean bronze rows, keep the original record, and evaluate the row rules."""
+    business = F.to_json(F.struct(*[F.col(c) for c in EVENT_COLUMNS]))
+    cleaned = (
+        df.withColumn("event_type", F.lower(F.trim("event_type")))
+        .withColumn("currency", F.upper(F.trim("currency")))
+        .withColumn("event_date", F.to_date("event_time"))
+        .withColumn("raw_record", F.coalesce(F.col("_corrupt_record"), business))
+    )
+    return apply_rules(cleaned, SILVER_RULES)
+
+
+def _orders_by_day(df: DataFrame) -> DataFrame:
+    return df.filter(F.col("event_type") == "order").select("event_date")
+
+
+def _recompute_daily_revenue(spark: SparkSession, fmt: TableFormat, days: list[dict]) -> DataFrame:
+    day_filter = F.col("event_date").isin([d["event_date"] for d in days])
+    return (
+        spark.table(fmt.qualified(SILVER.name))
+        .filter(day_filter & (F.col("event_type") == "order"))
+        .groupBy("event_date", "category", "currency")
+        .agg(
+            F.count(F.lit(1)).alias("orders"),
+            F.sum("quantity").cast("long").alias("units"),
+            F.sum("amount").cast(DecimalType(18, 2)).alias("revenue"),
+        )
+    )
+
+
+def counts_5m_transform(df: DataFrame) -> DataFrame:
+    """Events per type in 5-minute tumbling windows (the spec's watermark is applied before this)."""
+    return (
+        df.groupBy(F.window("event_time", "5 minutes"), "event_type")
+        .agg(F.count(F.lit(1)).alias("events"))
+        .select(
+            F.col("window.start").alias("window_start"),
+            F.col("window.end").alias("window_end"),
+            "event_type",
+            "events",
+        )
+    )
+
+
+SPECS = (
+    TableSpec(
+        output=BRONZE,
+        layer="bronze",
+        description="Every landed e-commerce event line, as read, with lineage and the corrupt record.",
+        source=FileSource("events", "json", LANDED_SCHEMA),
+        transform=bronze_transform,
+        sink=AppendSink(batch_id_column="_batch_id"),
+    ),
+    TableSpec(
+        output=SILVER,
+        layer="silver",
+        description="Typed, valid, deduplicated events (by event_id); rejected rows go to the quarantine table.",
+        source=TableSource(BRONZE.name),
+        transform=silver_transform,
+        sink=ValidateDedupeSink(
+            quarantine_table=QUARANTINE.name,
+            keys=("event_id",),
+            time_column="event_time",
+            columns=tuple(f.name for f in SILVER.schema.fields),
+            quarantine_columns=tuple(f.name for f in QUARANTINE.schema.fields),
+            rules=SILVER_RULES,
+        ),
+        keys=("event_id",),
+        extra_outputs=(QUARANTINE,),
+    ),
+    TableSpec(
+        output=DAILY_REVENUE,
+        layer="gold",
+        description="Orders, units and revenue per day, category and currency; exact, recomputed per touched day.",
+        source=TableSource(SILVER.name),
+        transform=lambda df: df,
+        sink=RecomputeMergeSink(
+            keys=("event_date", "category", "currency"),
+            affected=_orders_by_day,
+            recompute=_recompute_daily_revenue,
+        ),
+        keys=("event_date", "category", "currency"),
+    ),
+    TableSpec(
+        output=EVENT_COUNTS,
+        layer="gold",
+        description="Events per type in 5-minute tumbling windows (append mode: a window is written once final).",
+        source=TableSource(SILVER.name),
+        transform=counts_5m_transform,
+        sink=AppendSink(),
+        watermark=Watermark("event_time", "30 minutes"),
+    ),
+)

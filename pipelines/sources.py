@@ -1,0 +1,71 @@
+"""Streaming sources: landed files with explicit schemas and corrupt-record capture, and upstream tables."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.types import StringType, StructField, StructType
+
+from infra.errors import PipelineError
+from infra.settings import Settings
+from pipelines.formats import TableFormat
+from pipelines.registry import FileSource, TableSource
+
+CORRUPT_COLUMN = "_corrupt_record"
+LINEAGE_COLUMNS = ("_source_file", "_ingested_at")
+
+
+def landing_folder(settings: Settings, source: FileSource) -> Path:
+    """The folder a file source reads."""
+    return settings.landing / source.dataset
+
+
+def check_landing(settings: Settings, source: FileSource, table: str) -> list[Path]:
+    """Fail with a clear message if the landing folder is missing or a landed file cannot be read."""
+    folder = landing_folder(settings, source)
+    if not folder.is_dir():
+        raise PipelineError(
+            f"table {table}: landing folder {folder} does not exist; create it or land files with "
+            "'tributary generate' (TRIBUTARY_LANDING sets the landing root)"
+        )
+    files = sorted(p for p in folder.iterdir() if not p.name.startswith((".", "_")) and p.is_file())
+    for path in files:
+        if not os.access(path, os.R_OK):
+            raise PipelineError(
+                f"table {table}: landing file {path} is not readable (permission denied); fix its "
+                "permissions or move it out of the landing folder"
+            )
+    return files
+
+
+def file_read_schema(source: FileSource) -> StructType:
+    """The source schema plus the corrupt-record column for text formats."""
+    if source.format == "parquet":
+        return source.schema
+    return StructType([*source.schema.fields, StructField(CORRUPT_COLUMN, StringType(), True)])
+
+
+def read_files(spark: SparkSession, settings: Settings, source: FileSource, table: str) -> DataFrame:
+    """A streaming DataFrame over the landing folder with lineage columns `_source_file`, `_ingested_at`."""
+    check_landing(settings, source, table)
+    reader = spark.readStream.format(source.format).schema(file_read_schema(source))
+    if source.format in ("json", "csv"):
+        reader = reader.option("mode", "PERMISSIVE").option("columnNameOfCorruptRecord", CORRUPT_COLUMN)
+    if source.format == "csv":
+        reader = reader.option("header", "true")
+    if source.max_files_per_trigger:
+        reader = reader.option("maxFilesPerTrigger", str(source.max_files_per_trigger))
+    for key, value in source.options:
+        reader = reader.option(key, value)
+    df = reader.load(str(landing_folder(settings, source)))
+    return df.withColumn("_source_file", F.col("_metadata.file_path")).withColumn(
+        "_ingested_at", F.current_timestamp()
+    )
+
+
+def read_table(spark: SparkSession, fmt: TableFormat, source: TableSource) -> DataFrame:
+    """A streaming DataFrame over the appends of an upstream Iceberg table."""
+    return spark.readStream.format("iceberg").load(fmt.qualified(source.table))

@@ -1,0 +1,61 @@
+"""Row-level rules with actions like Delta Live Tables expectations: warn, quarantine, fail."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+from infra.errors import ConfigError
+
+Action = Literal["warn", "quarantine", "fail"]
+ACTIONS: tuple[Action, ...] = ("warn", "quarantine", "fail")
+REASONS_COLUMN = "_reasons"
+WARNINGS_COLUMN = "_warnings"
+
+
+@dataclass(frozen=True)
+class Rule:
+    """A row passes when `expr` (Spark SQL, written by the spec author) is TRUE; NULL counts as a failure."""
+
+    name: str
+    expr: str
+    action: Action = "quarantine"
+    description: str = ""
+
+    def __post_init__(self) -> None:
+        if self.action not in ACTIONS:
+            raise ConfigError(f"rule {self.name!r}: action {self.action!r} is not one of {ACTIONS}")
+        if not self.name.isidentifier():
+            raise ConfigError(f"rule name {self.name!r} must be an identifier")
+
+    def passes(self) -> Column:
+        """A boolean column, never NULL."""
+        return F.coalesce(F.expr(self.expr), F.lit(False))
+
+
+def _failed_names(rules: list[Rule]) -> Column:
+    if not rules:
+        return F.array().cast("array<string>")
+    flags = [F.when(~r.passes(), F.lit(r.name)) for r in rules]
+    return F.filter(F.array(*flags), lambda x: x.isNotNull())
+
+
+def apply_rules(df: DataFrame, rules: tuple[Rule, ...]) -> DataFrame:
+    """Add `_reasons` (names of failed quarantine/fail rules) and `_warnings` (names of failed warn rules)."""
+    blocking = [r for r in rules if r.action in ("quarantine", "fail")]
+    warnings = [r for r in rules if r.action == "warn"]
+    return df.withColumn(REASONS_COLUMN, _failed_names(blocking)).withColumn(
+        WARNINGS_COLUMN, _failed_names(warnings)
+    )
+
+
+def rule_failure_counts(rules: tuple[Rule, ...]) -> list[Column]:
+    """Aggregate expressions counting the rows failing each rule, aliased `rule:<name>`."""
+    out = []
+    for r in rules:
+        column = WARNINGS_COLUMN if r.action == "warn" else REASONS_COLUMN
+        out.append(F.sum(F.array_contains(F.col(column), r.name).cast("long")).alias(f"rule:{r.name}"))
+    return out
