@@ -83,15 +83,11 @@ def build_relocated_jackson(cache: Path) -> Path:
         except SetupError:
             target.unlink()
     if not JARJAR.is_file():
-        raise SetupError(
-            f"{JARJAR} is missing: install Debian's jarjar with 'apt-get install libjarjar-java'"
-        )
+        raise SetupError(f"{JARJAR} is missing: install Debian's jarjar with 'apt-get install libjarjar-java'")
     sources = [_pyspark_jar_dir() / f"{name}-{JACKSON_VERSION}.jar" for name in JACKSON_ARTIFACTS]
     for src in sources:
         if not src.is_file():
-            raise SetupError(
-                f"Jackson jar {src} is missing from the pyspark install: reinstall pyspark 3.5.9"
-            )
+            raise SetupError(f"Jackson jar {src} is missing from the pyspark install: reinstall pyspark 3.5.9")
     cache.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=cache) as tmp:
         merged = Path(tmp) / "jackson-merged.jar"
@@ -115,9 +111,7 @@ def build_relocated_jackson(cache: Path) -> Path:
             text=True,
         )
         if proc.returncode != 0:
-            raise SetupError(
-                f"jarjar failed to relocate Jackson: {proc.stderr.strip() or proc.stdout.strip()}"
-            )
+            raise SetupError(f"jarjar failed to relocate Jackson: {proc.stderr.strip() or proc.stdout.strip()}")
         _verify("jackson-relocated", staged)
         staged.replace(target)
     return target
@@ -133,9 +127,7 @@ def spark_jars(settings: Settings) -> SparkJars:
     iceberg_dir = _iceberg_jar_dir()
     jars = [
         _verify("iceberg-runtime", iceberg_dir / f"iceberg-spark-runtime-3.5_2.12-{ICEBERG_VERSION}.jar"),
-        _verify(
-            "iceberg-extensions", iceberg_dir / f"iceberg-spark-extensions-3.5_2.12-{ICEBERG_VERSION}.jar"
-        ),
+        _verify("iceberg-extensions", iceberg_dir / f"iceberg-spark-extensions-3.5_2.12-{ICEBERG_VERSION}.jar"),
         build_relocated_jackson(settings.jar_cache),
     ]
     native = None

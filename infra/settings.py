@@ -70,9 +70,7 @@ class Settings:
             spark_master=_env("SPARK_MASTER", "local[*]"),
             shuffle_partitions=int(shuffle),
             driver_memory=_env("DRIVER_MEMORY", "4g"),
-            jar_cache=Path(
-                _env("JAR_CACHE", str(Path.home() / ".cache" / "tributary" / "jars"))
-            ).expanduser(),
+            jar_cache=Path(_env("JAR_CACHE", str(Path.home() / ".cache" / "tributary" / "jars"))).expanduser(),
             spark_conf=tuple(sorted(extra.items())),
         )
         settings.validate()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import sys
 import threading
+from dataclasses import dataclass, field
 
 from pyspark.sql import SparkSession
 
@@ -14,7 +15,28 @@ from infra.java import require_java
 from infra.settings import Settings
 
 _lock = threading.Lock()
-_active: tuple[Settings, SparkSession] | None = None
+
+
+@dataclass
+class _Active:
+    engine: tuple
+    session: SparkSession
+    catalogs: dict[str, dict[str, str]] = field(default_factory=dict)
+
+
+_active: _Active | None = None
+
+
+def _engine(settings: Settings) -> tuple:
+    """The settings that need a new JVM when they change; catalogs can be added to a running session."""
+    return (
+        settings.spark_master,
+        settings.driver_memory,
+        settings.shuffle_partitions,
+        settings.spark_conf,
+        settings.jar_cache,
+        settings.uses_sqlite,
+    )
 
 
 def spark_conf(settings: Settings) -> dict[str, str]:
@@ -30,9 +52,9 @@ def spark_conf(settings: Settings) -> dict[str, str]:
         "spark.driver.memory": settings.driver_memory,
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",
-        "spark.sql.streaming.metricsEnabled": "true",
+        "spark.sql.streaming.numRecentProgressUpdates": "1000",
         "spark.sql.adaptive.enabled": "true",
-        # Tables are named explicitly; nothing should land in a local Hive warehouse.
+        # Tables are always catalog-qualified; nothing should land in a local Hive warehouse.
         "spark.sql.warehouse.dir": str(settings.home / "spark-warehouse"),
         "spark.driver.extraJavaOptions": f"-Dderby.system.home={settings.home / 'derby'}",
     }
@@ -47,15 +69,24 @@ def spark_conf(settings: Settings) -> dict[str, str]:
 def get_spark(settings: Settings) -> SparkSession:
     """Return the process's SparkSession for `settings`, building it on first use.
 
-    One JVM per process: asking for a session with different settings stops the old one first.
+    One JVM per process. Settings that differ only in their catalog (another catalog name, database and
+    warehouse) register that catalog on the running session; anything else restarts the session.
     """
     global _active
     with _lock:
+        catalog = spark_catalog_conf(settings)
         if _active is not None:
-            active_settings, session = _active
-            if active_settings == settings and session._jsc is not None:
-                return session
-            session.stop()
+            alive = _active.session._jsc is not None
+            known = _active.catalogs.get(settings.catalog_name)
+            if alive and _active.engine == _engine(settings) and known in (None, catalog):
+                if known is None:
+                    pyiceberg_catalog(settings)
+                    for key, value in catalog.items():
+                        if key != "spark.sql.defaultCatalog":
+                            _active.session.conf.set(key, value)
+                    _active.catalogs[settings.catalog_name] = catalog
+                return _active.session
+            _active.session.stop()
             _active = None
         require_java()
         # Python workers must run the interpreter that has pandas/pyarrow, not the system python3.
@@ -68,7 +99,7 @@ def get_spark(settings: Settings) -> SparkSession:
             builder = builder.config(key, value)
         session = builder.getOrCreate()
         session.sparkContext.setLogLevel("ERROR")
-        _active = (settings, session)
+        _active = _Active(_engine(settings), session, {settings.catalog_name: catalog})
         return session
 
 
@@ -77,5 +108,5 @@ def stop_spark() -> None:
     global _active
     with _lock:
         if _active is not None:
-            _active[1].stop()
+            _active.session.stop()
             _active = None

@@ -86,9 +86,7 @@ class IcebergFormat:
         props = ", ".join(f"'{k}'='{v}'" for k, v in DEFAULT_TABLE_PROPERTIES.items())
         partition = f" PARTITIONED BY ({', '.join(table.partition_by)})" if table.partition_by else ""
         ddl = ", ".join(f"{f.name} {f.dataType.simpleString()}" for f in table.schema.fields)
-        spark.sql(
-            f"CREATE TABLE IF NOT EXISTS {qualified} ({ddl}) USING iceberg{partition} TBLPROPERTIES ({props})"
-        )
+        spark.sql(f"CREATE TABLE IF NOT EXISTS {qualified} ({ddl}) USING iceberg{partition} TBLPROPERTIES ({props})")
 
     def committed_batches(self, spark: SparkSession, name: str, writer: str) -> set[int]:
         """Read the snapshot summaries: each append records which writer and batch made it."""
@@ -121,9 +119,7 @@ class IcebergFormat:
     def stats(self, spark: SparkSession, name: str) -> TableStats:
         """Numbers from Iceberg metadata tables (no data scan)."""
         qualified = self.qualified(name)
-        snap = spark.sql(
-            f"SELECT snapshot_id FROM {qualified}.snapshots ORDER BY committed_at DESC LIMIT 1"
-        ).collect()
+        snap = spark.sql(f"SELECT snapshot_id FROM {qualified}.snapshots ORDER BY committed_at DESC LIMIT 1").collect()
         files = spark.sql(
             f"SELECT count(*) AS n, coalesce(sum(record_count), 0) AS r, "
             f"coalesce(sum(file_size_in_bytes), 0) AS b FROM {qualified}.files"

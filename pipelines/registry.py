@@ -134,9 +134,7 @@ class Registry:
         try:
             return self._specs[name]
         except KeyError:
-            raise ConfigError(
-                f"no table {name!r} in the registry; known tables: {', '.join(self._specs)}"
-            ) from None
+            raise ConfigError(f"no table {name!r} in the registry; known tables: {', '.join(self._specs)}") from None
 
     def downstream_of(self, name: str) -> list[TableSpec]:
         """Specs that read `name` directly."""

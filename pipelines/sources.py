@@ -61,9 +61,7 @@ def read_files(spark: SparkSession, settings: Settings, source: FileSource, tabl
     for key, value in source.options:
         reader = reader.option(key, value)
     df = reader.load(str(landing_folder(settings, source)))
-    return df.withColumn("_source_file", F.col("_metadata.file_path")).withColumn(
-        "_ingested_at", F.current_timestamp()
-    )
+    return df.withColumn("_source_file", F.col("_metadata.file_path")).withColumn("_ingested_at", F.current_timestamp())
 
 
 def read_table(spark: SparkSession, fmt: TableFormat, source: TableSource) -> DataFrame:

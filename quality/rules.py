@@ -47,9 +47,7 @@ def apply_rules(df: DataFrame, rules: tuple[Rule, ...]) -> DataFrame:
     """Add `_reasons` (names of failed quarantine/fail rules) and `_warnings` (names of failed warn rules)."""
     blocking = [r for r in rules if r.action in ("quarantine", "fail")]
     warnings = [r for r in rules if r.action == "warn"]
-    return df.withColumn(REASONS_COLUMN, _failed_names(blocking)).withColumn(
-        WARNINGS_COLUMN, _failed_names(warnings)
-    )
+    return df.withColumn(REASONS_COLUMN, _failed_names(blocking)).withColumn(WARNINGS_COLUMN, _failed_names(warnings))
 
 
 def rule_failure_counts(rules: tuple[Rule, ...]) -> list[Column]:

@@ -84,9 +84,7 @@ def load_landing(landing_dir: Path) -> list[tuple[str, str]]:
     if not events_dir.is_dir():
         return []
     names = sorted(
-        p.name
-        for p in events_dir.iterdir()
-        if p.is_file() and p.suffix == ".json" and not p.name.startswith(".")
+        p.name for p in events_dir.iterdir() if p.is_file() and p.suffix == ".json" and not p.name.startswith(".")
     )
     result: list[tuple[str, str]] = []
     for name in names:

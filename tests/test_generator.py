@@ -89,9 +89,7 @@ def test_file_names_and_even_split(tmp_path: Path) -> None:
     assert all(p.read_bytes().endswith(b"\n") for p in report.files)
 
 
-def test_no_temp_files_left_and_files_renamed_from_hidden_temp(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_no_temp_files_left_and_files_renamed_from_hidden_temp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     renames: list[tuple[Path, Path]] = []
     real_replace = os.replace
 

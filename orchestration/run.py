@@ -1,0 +1,51 @@
+"""Running the pipeline job through Dagster from Python (used by `tributary demo` and tests)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from dagster import DagsterInstance
+
+from infra.errors import PipelineError
+from infra.settings import Settings
+
+DAGSTER_YAML = Path(__file__).resolve().parent.parent / "infra" / "dagster.yaml"
+
+
+def dagster_home(settings: Settings) -> Path:
+    """`$DAGSTER_HOME`, or `<home>/dagster` with the platform's `dagster.yaml` installed."""
+    home = Path(os.environ.get("DAGSTER_HOME") or settings.home / "dagster")
+    home.mkdir(parents=True, exist_ok=True)
+    target = home / "dagster.yaml"
+    if not target.exists() and DAGSTER_YAML.exists():
+        target.write_text(DAGSTER_YAML.read_text())
+    os.environ["DAGSTER_HOME"] = str(home)
+    return home
+
+
+def materialize_pipeline(settings: Settings) -> dict[str, dict[str, Any]]:
+    """Execute the pipeline job in-process against the local Dagster instance.
+
+    Returns each materialized table's metadata numbers, as recorded by Dagster.
+    """
+    from orchestration.definitions import PIPELINE_JOB, build_definitions
+
+    os.environ["TRIBUTARY_HOME"] = str(settings.home)
+    dagster_home(settings)
+    job = build_definitions().resolve_job_def(PIPELINE_JOB)
+    with DagsterInstance.get() as instance:
+        result = job.execute_in_process(
+            instance=instance,
+            raise_on_error=False,
+            run_config={"loggers": {"console": {"config": {"log_level": "WARNING"}}}},
+        )
+    if not result.success:
+        errors = [e.message for e in result.all_events if e.is_failure and e.message]
+        raise PipelineError(f"Dagster run {result.run_id} failed: {errors[-1] if errors else 'see the Dagster UI'}")
+    numbers: dict[str, dict[str, Any]] = {}
+    for event in result.get_asset_materialization_events():
+        mat = event.event_specific_data.materialization
+        numbers[".".join(mat.asset_key.path)] = {k: v.value for k, v in mat.metadata.items()}
+    return numbers
