@@ -1,0 +1,59 @@
+"""Shared fixtures: one SparkSession for the whole test session, and isolated platform homes.
+
+Each `fresh_settings` gets its own folder, SQLite catalog and catalog name; the running SparkSession
+registers that catalog, so tests stay isolated without paying a JVM start each.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from pyspark.sql import SparkSession
+
+from infra.settings import Settings
+from infra.spark import get_spark
+
+_counter = itertools.count()
+
+
+def make_settings(root: Path) -> Settings:
+    """Settings rooted at `root` with a unique catalog name (so several can share one SparkSession)."""
+    from dataclasses import replace
+
+    base = Settings.from_env(home=root)
+    return replace(base.with_home(root), catalog_name=f"t{next(_counter)}", shuffle_partitions=2)
+
+
+@pytest.fixture(scope="session")
+def base_settings(tmp_path_factory: pytest.TempPathFactory) -> Settings:
+    """Settings of the session-wide SparkSession."""
+    return make_settings(tmp_path_factory.mktemp("home"))
+
+
+@pytest.fixture(scope="session")
+def spark(base_settings: Settings) -> SparkSession:
+    """The one SparkSession of the test session."""
+    return get_spark(base_settings)
+
+
+@pytest.fixture
+def settings_factory(
+    spark: SparkSession, tmp_path_factory: pytest.TempPathFactory
+) -> Callable[[], Settings]:
+    """Make isolated settings registered on the shared SparkSession."""
+
+    def factory() -> Settings:
+        settings = make_settings(tmp_path_factory.mktemp("home"))
+        assert get_spark(settings) is spark
+        return settings
+
+    return factory
+
+
+@pytest.fixture
+def fresh_settings(settings_factory: Callable[[], Settings]) -> Settings:
+    """An isolated, empty platform home (landing, warehouse, checkpoints, catalog)."""
+    return settings_factory()
