@@ -15,7 +15,7 @@ from infra.settings import Settings
 from pipelines.formats import TableFormat, TableStats, table_format
 from pipelines.registry import FileSource, TableSpec
 from pipelines.sinks import BatchContext
-from pipelines.sources import read_files, read_table
+from pipelines.sources import find_unreadable_file, read_files, read_table
 
 
 @dataclass
@@ -111,6 +111,14 @@ def run_table(spark: SparkSession, settings: Settings, spec: TableSpec) -> RunRe
         else:
             query.awaitTermination()
     except StreamingQueryException as exc:
+        if isinstance(spec.source, FileSource):
+            unreadable = find_unreadable_file(settings, spec.source)
+            if unreadable:
+                path, reason = unreadable
+                raise PipelineError(
+                    f"table {spec.name}: landing file {path} cannot be read ({reason}); fix or remove it and "
+                    "re-run (nothing of the failed batch was committed)"
+                ) from exc
         raise PipelineError(f"table {spec.name}: run failed: {_cause(exc)}") from exc
     finally:
         if query.isActive:
@@ -152,7 +160,7 @@ def _cause(exc: StreamingQueryException) -> str:
     for marker in ("PipelineError: ", "TributaryError: ", "ConfigError: "):
         if marker in text:
             return text.split(marker, 1)[1].splitlines()[0]
-    for line in text.splitlines():
-        if "Exception:" in line or "Error:" in line:
-            return line.strip()
+    caused = [line for line in text.splitlines() if line.startswith("Caused by: ")]
+    if caused:
+        return caused[-1].removeprefix("Caused by: ").strip()
     return _first_line(exc)

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import bz2
+import gzip
 import os
 from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StringType, StructField, StructType
@@ -31,14 +35,39 @@ def check_landing(settings: Settings, source: FileSource, table: str) -> list[Pa
             f"table {table}: landing folder {folder} does not exist; create it or land files with "
             "'tributary generate' (TRIBUTARY_LANDING sets the landing root)"
         )
-    files = sorted(p for p in folder.iterdir() if not p.name.startswith((".", "_")) and p.is_file())
+    files = sorted(p for p in folder.iterdir() if not p.name.startswith((".", "_")))
     for path in files:
-        if not os.access(path, os.R_OK):
+        if path.is_symlink() and not path.exists():
+            raise PipelineError(
+                f"table {table}: landing file {path} is a broken link (to {os.readlink(path)}); "
+                "restore its target or remove the link"
+            )
+        if path.is_file() and not os.access(path, os.R_OK):
             raise PipelineError(
                 f"table {table}: landing file {path} is not readable (permission denied); fix its "
                 "permissions or move it out of the landing folder"
             )
-    return files
+    return [p for p in files if p.is_file()]
+
+
+_OPENERS = {".gz": gzip.open, ".bz2": bz2.open}
+
+
+def find_unreadable_file(settings: Settings, source: FileSource) -> tuple[Path, str] | None:
+    """The first landed file that cannot be read to the end, with the reason (used to explain a failed run)."""
+    for path in sorted(landing_folder(settings, source).glob("*")):
+        if path.name.startswith((".", "_")) or not path.is_file():
+            continue
+        try:
+            if source.format == "parquet":
+                pq.read_metadata(path)
+                continue
+            with _OPENERS.get(path.suffix, open)(path, "rb") as fh:
+                while fh.read(1 << 20):
+                    pass
+        except (OSError, EOFError, ValueError, pa.ArrowException) as exc:
+            return path, f"{type(exc).__name__}: {exc}"
+    return None
 
 
 def file_read_schema(source: FileSource) -> StructType:

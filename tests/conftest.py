@@ -40,9 +40,7 @@ def spark(base_settings: Settings) -> SparkSession:
 
 
 @pytest.fixture
-def settings_factory(
-    spark: SparkSession, tmp_path_factory: pytest.TempPathFactory
-) -> Callable[[], Settings]:
+def settings_factory(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> Callable[[], Settings]:
     """Make isolated settings registered on the shared SparkSession."""
 
     def factory() -> Settings:

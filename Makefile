@@ -1,0 +1,36 @@
+# Tributary: the two commands that matter are `make demo` and `make test`.
+VENV ?= .venv
+BIN := $(VENV)/bin
+export TRIBUTARY_HOME ?= $(CURDIR)/.tributary
+export DAGSTER_HOME ?= $(TRIBUTARY_HOME)/dagster
+UI_PORT ?= 3000
+
+.PHONY: setup demo test lint ui bench clean distclean
+
+setup:
+	@bash infra/setup.sh
+
+demo: setup
+	$(BIN)/tributary demo
+
+test: setup
+	$(BIN)/ruff check .
+	$(BIN)/pytest
+
+lint: setup
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+ui: setup
+	@mkdir -p $(DAGSTER_HOME)
+	@test -f $(DAGSTER_HOME)/dagster.yaml || cp infra/dagster.yaml $(DAGSTER_HOME)/dagster.yaml
+	$(BIN)/dagster dev -w workspace.yaml -h 127.0.0.1 -p $(UI_PORT)
+
+bench: setup
+	$(BIN)/python -m bench.run
+
+clean:
+	rm -rf $(TRIBUTARY_HOME) bench/results.json test-artifacts
+
+distclean: clean
+	rm -rf $(VENV) *.egg-info

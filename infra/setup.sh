@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# Idempotent machine + venv set-up for Tributary: Java 17 check, Debian packages, .venv, jars.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+VENV=${VENV:-.venv}
+PYTHON=${PYTHON:-python3.11}
+APT_PACKAGES="libjarjar-java libxerial-sqlite-jdbc-java libxerial-sqlite-jdbc-jni"
+
+say() { printf '\033[1m[setup]\033[0m %s\n' "$*"; }
+die() { printf 'setup: error: %s\n' "$*" >&2; exit 1; }
+
+as_root() {
+  if [ "$(id -u)" = 0 ]; then "$@"
+  elif command -v sudo >/dev/null 2>&1; then sudo "$@"
+  else return 1; fi
+}
+
+apt_install() {
+  # apt-get update once per set-up; lists may be stale or missing on a fresh machine.
+  if [ -z "${APT_UPDATED:-}" ]; then as_root apt-get update -qq || return 1; APT_UPDATED=1; fi
+  DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq "$@" >/dev/null
+}
+
+# 1. Java 17
+java_major() { java -version 2>&1 | sed -n 's/.*version "\([0-9]*\).*/\1/p' | head -1; }
+if ! command -v java >/dev/null 2>&1 || [ "$(java_major)" != 17 ]; then
+  say "Java 17 not found on PATH: installing openjdk-17-jre-headless"
+  apt_install openjdk-17-jre-headless || die "Java 17 is required (Spark 3.5 + Iceberg). Install it: apt-get install openjdk-17-jre-headless"
+  [ "$(java_major)" = 17 ] || die "Java 17 is required but 'java' on PATH is version '$(java_major)'; put Java 17 first on PATH"
+fi
+
+# 2. Debian packages: jarjar (relocates Jackson for the Iceberg runtime), SQLite JDBC driver + JNI library
+missing=""
+for p in $APT_PACKAGES; do dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"; done
+if [ -n "$missing" ]; then
+  say "installing Debian packages:$missing"
+  # shellcheck disable=SC2086
+  apt_install $missing || die "could not install$missing (run as root or with sudo: apt-get install$missing)"
+fi
+
+# 3. Python venv with the pinned dependencies (re-installed only when pyproject.toml changes)
+command -v "$PYTHON" >/dev/null 2>&1 || PYTHON=python3
+"$PYTHON" -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))' \
+  || die "Python 3.11 is required ($PYTHON is $("$PYTHON" --version 2>&1)); set PYTHON=/path/to/python3.11"
+[ -x "$VENV/bin/python" ] || { say "creating $VENV"; "$PYTHON" -m venv "$VENV"; }
+stamp="$VENV/.tributary-installed"
+want=$(sha256sum pyproject.toml | cut -d' ' -f1)
+if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
+  say "installing Python dependencies into $VENV"
+  "$VENV/bin/python" -m pip install -q --disable-pip-version-check -e '.[dev]'
+  echo "$want" > "$stamp"
+fi
+
+# 4. Jars (relocated Jackson built once, cached in ~/.cache/tributary/jars), verified by name
+"$VENV/bin/tributary" setup >/dev/null
+say "ready"
