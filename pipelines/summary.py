@@ -58,7 +58,7 @@ def format_numbers(numbers: Mapping[str, Mapping[str, Any]]) -> str:
     for table, row in numbers.items():
         cells = []
         for key, _ in COLUMNS:
-            value = row.get(key, "")
+            value = row.get(key, "-")
             cells.append(f"{value:>11.2f}" if isinstance(value, float) else f"{value!s:>11}")
         lines.append(f"{table:<28}" + "".join(cells))
     return "\n".join(lines)

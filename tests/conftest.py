@@ -7,6 +7,7 @@ registers that catalog, so tests stay isolated without paying a JVM start each.
 from __future__ import annotations
 
 import itertools
+import os
 from collections.abc import Callable
 from pathlib import Path
 
@@ -17,6 +18,8 @@ from infra.settings import Settings
 from infra.spark import get_spark
 
 _counter = itertools.count()
+# Small data: few shuffle partitions. Set in the environment so settings built by Dagster resources agree.
+os.environ.setdefault("TRIBUTARY_SHUFFLE_PARTITIONS", "2")
 
 
 def make_settings(root: Path) -> Settings:
@@ -24,7 +27,7 @@ def make_settings(root: Path) -> Settings:
     from dataclasses import replace
 
     base = Settings.from_env(home=root)
-    return replace(base.with_home(root), catalog_name=f"t{next(_counter)}", shuffle_partitions=2)
+    return replace(base.with_home(root), catalog_name=f"t{next(_counter)}")
 
 
 @pytest.fixture(scope="session")

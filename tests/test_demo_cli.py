@@ -1,0 +1,50 @@
+"""`tributary demo` (what `make demo` runs) end to end, twice: the second run adds nothing."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+TRIBUTARY = str(Path(sys.executable).parent / "tributary")
+
+
+def _table_rows(stdout: str) -> dict[str, list[str]]:
+    rows = {}
+    for line in stdout.splitlines():
+        parts = line.split()
+        if parts and parts[0].count(".") == 1 and parts[0].split(".")[0] in ("bronze", "silver", "gold"):
+            rows[parts[0]] = parts[1:]
+    return rows
+
+
+@pytest.mark.slow
+def test_demo_twice_adds_nothing(tmp_path):
+    env = {**os.environ, "TRIBUTARY_HOME": str(tmp_path / "home"), "DAGSTER_HOME": str(tmp_path / "dagster")}
+    args = [TRIBUTARY, "demo", "--rows", "3000", "--files", "3"]
+    first = subprocess.run(args, env=env, capture_output=True, text=True, timeout=600)
+    assert first.returncode == 0, first.stderr[-3000:]
+    assert "generated 3000 events" in first.stdout
+    rows = _table_rows(first.stdout)
+    assert set(rows) == {
+        "bronze.events",
+        "silver.events",
+        "silver.events_quarantine",
+        "gold.daily_revenue",
+        "gold.event_counts_5m",
+    }
+    assert rows["bronze.events"][0] == "3000"  # rows in
+    assert rows["bronze.events"][-1] == "3000"  # table rows
+
+    second = subprocess.run(args, env=env, capture_output=True, text=True, timeout=600)
+    assert second.returncode == 0, second.stderr[-3000:]
+    assert "already has files: not generating more" in second.stdout
+    again = _table_rows(second.stdout)
+    for name, cells in again.items():
+        assert cells[1] == "0", f"{name} wrote rows on a re-run: {cells}"  # written
+        assert cells[-1] == rows[name][-1], f"{name} changed size on a re-run"
+    # The runs are recorded in the Dagster instance the UI reads.
+    assert any((tmp_path / "dagster").rglob("*.db"))
