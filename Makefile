@@ -5,7 +5,7 @@ export TRIBUTARY_HOME ?= $(CURDIR)/.tributary
 export DAGSTER_HOME ?= $(TRIBUTARY_HOME)/dagster
 UI_PORT ?= 3000
 
-.PHONY: setup demo test lint ui bench clean distclean
+.PHONY: setup demo test lint ui sql sql-server sql-server-stop bench clean distclean
 
 setup:
 	@bash infra/setup.sh
@@ -25,6 +25,15 @@ ui: setup
 	@mkdir -p $(DAGSTER_HOME)
 	@test -f $(DAGSTER_HOME)/dagster.yaml || cp infra/dagster.yaml $(DAGSTER_HOME)/dagster.yaml
 	$(BIN)/dagster dev -w workspace.yaml -h 127.0.0.1 -p $(UI_PORT)
+
+sql: setup
+	$(BIN)/tributary sql
+
+sql-server: setup
+	$(BIN)/tributary sql-server start
+
+sql-server-stop:
+	$(BIN)/tributary sql-server stop
 
 bench: setup
 	$(BIN)/python -m bench.run
