@@ -2,22 +2,26 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
 from infra.errors import ConfigError
 from infra.identifiers import validate_table_name
+from pipelines.modes import check_spec_modes
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
     from pyspark.sql.types import StructType
 
     from pipelines.sinks import Sink
+    from quality.expectations import Expectation
 
 Layer = Literal["bronze", "silver", "gold"]
 OutputMode = Literal["append", "update", "complete"]
 LAYERS: tuple[Layer, ...] = ("bronze", "silver", "gold")
+_SORT_ITEM = re.compile(r"^[a-z_][a-z0-9_]*( (asc|desc))?( nulls (first|last))?$", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -33,7 +37,18 @@ class FileSource:
 
 @dataclass(frozen=True)
 class TableSource:
-    """The appends of an upstream table in the registry, read as a stream."""
+    """The appends of an upstream table in the registry, read as a stream.
+
+    `watermark` is for a secondary stream (`TableSpec.secondary_sources`); the main source uses `TableSpec.watermark`.
+    """
+
+    table: str
+    watermark: Watermark | None = None
+
+
+@dataclass(frozen=True)
+class StaticSource:
+    """A registry table read whole when a run starts: the reference side of a stream-static join."""
 
     table: str
 
@@ -63,6 +78,41 @@ class MaintenancePolicy:
     snapshot_retention_days: int = 7
     min_snapshots_to_keep: int = 5
     orphan_retention_days: int = 3
+    # Compaction: rewrite a partition's small files only when it holds at least this many (Iceberg min-input-files).
+    min_input_files: int = 5
+    # Compaction sensor: a data file under `small_file_mb` is small; compaction is requested when more than
+    # `max_small_files` compactable small files exist, or the average data file is under `min_avg_file_mb`.
+    small_file_mb: int = 32
+    max_small_files: int = 20
+    min_avg_file_mb: int = 8
+    # Optional sort order for compaction, e.g. ("event_time", "user_id DESC NULLS LAST"); empty = bin-pack.
+    sort_order: tuple[str, ...] = ()
+
+    def validate(self, table: str) -> None:
+        """Raise ConfigError naming `table` and the field when a setting is unsafe or meaningless."""
+        minimums = {
+            "target_file_size_mb": (1, ""),
+            "snapshot_retention_days": (1, "; time travel and lagging streams need recent snapshots"),
+            "min_snapshots_to_keep": (1, ""),
+            "orphan_retention_days": (1, "; Iceberg refuses to remove orphan files younger than 24 hours"),
+            "min_input_files": (2, ""),
+            "small_file_mb": (1, ""),
+            "max_small_files": (1, ""),
+            "min_avg_file_mb": (1, ""),
+        }
+        for name, (low, why) in minimums.items():
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < low:
+                raise ConfigError(
+                    f"table {table!r}: maintenance.{name}={value!r} is invalid; it must be an integer >= {low}"
+                    f"{why} (default {getattr(MaintenancePolicy, name)})"
+                )
+        for item in self.sort_order:
+            if not isinstance(item, str) or not _SORT_ITEM.match(item):
+                raise ConfigError(
+                    f"table {table!r}: maintenance.sort_order item {item!r} is not 'column [ASC|DESC] "
+                    "[NULLS FIRST|LAST]' (e.g. 'event_time DESC NULLS LAST')"
+                )
 
 
 @dataclass(frozen=True)
@@ -84,6 +134,13 @@ class TableSpec:
     output_mode: OutputMode = "append"
     extra_outputs: tuple[OutputTable, ...] = ()
     maintenance: MaintenancePolicy = field(default_factory=MaintenancePolicy)
+    # Further inputs: streams (TableSource, with their own watermark) and reference tables (StaticSource). The
+    # transform is then called as transform(main, *secondary) in this order; see docs/streaming.md.
+    secondary_sources: tuple[TableSource | StaticSource, ...] = ()
+    # An extra output that receives input rows behind the watermark instead of losing them (docs/streaming.md).
+    late_table: str | None = None
+    # Dataset-level data-quality expectations (quality/expectations.py), run as Dagster asset checks.
+    expectations: tuple[Expectation, ...] = ()
 
     @property
     def name(self) -> str:
@@ -94,6 +151,12 @@ class TableSpec:
     def upstream(self) -> str | None:
         """The registry table this one reads, if any."""
         return self.source.table if isinstance(self.source, TableSource) else None
+
+    @property
+    def upstreams(self) -> tuple[str, ...]:
+        """Every registry table this one reads: the main source first, then secondary streams and static tables."""
+        main = (self.upstream,) if self.upstream else ()
+        return (*main, *(s.table for s in self.secondary_sources))
 
     def outputs(self) -> tuple[OutputTable, ...]:
         """All tables this spec writes, the main one first."""
@@ -114,12 +177,15 @@ class Registry:
                 written.add(out.name)
             if spec.layer not in LAYERS:
                 raise ConfigError(f"table {spec.name!r}: layer {spec.layer!r} is not one of {LAYERS}")
+            spec.maintenance.validate(spec.name)
             if spec.output.name.split(".")[0] != spec.layer:
                 raise ConfigError(f"table {spec.name!r} must live in the {spec.layer!r} namespace")
-            if spec.upstream is not None and spec.upstream not in self._specs:
-                raise ConfigError(
-                    f"table {spec.name!r} reads {spec.upstream!r}, which is not declared before it in the registry"
-                )
+            for upstream in spec.upstreams:
+                if upstream not in self._specs:
+                    raise ConfigError(
+                        f"table {spec.name!r} reads {upstream!r}, which is not declared before it in the registry"
+                    )
+            check_spec_modes(spec)
             self._specs[spec.name] = spec
 
     def __iter__(self) -> Iterator[TableSpec]:
@@ -137,5 +203,9 @@ class Registry:
             raise ConfigError(f"no table {name!r} in the registry; known tables: {', '.join(self._specs)}") from None
 
     def downstream_of(self, name: str) -> list[TableSpec]:
-        """Specs that read `name` directly."""
-        return [s for s in self._specs.values() if s.upstream == name]
+        """Specs that stream from `name` (as main or secondary stream; static reads are not streams)."""
+        return [
+            s
+            for s in self._specs.values()
+            if s.upstream == name or any(isinstance(x, TableSource) and x.table == name for x in s.secondary_sources)
+        ]
