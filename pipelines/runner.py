@@ -12,7 +12,9 @@ from pyspark.sql import DataFrame, SparkSession
 
 from infra.errors import PipelineError, TributaryError
 from infra.settings import Settings
+from pipelines import streams
 from pipelines.formats import TableFormat, TableStats, table_format
+from pipelines.modes import check_query_mode
 from pipelines.registry import FileSource, TableSpec
 from pipelines.sinks import BatchContext
 from pipelines.sources import find_unreadable_file, read_files, read_table
@@ -35,6 +37,8 @@ class RunReport:
     state_memory_bytes: int = 0
     rows_dropped_by_watermark: int = 0
     tables: dict[str, TableStats] = field(default_factory=dict)
+    processed_rows_per_second: float = 0.0
+    skipped: bool = False
 
     def rows_written(self, table: str | None = None) -> int:
         """Rows appended (or upserted) to `table` (default: the run's main table) by this run."""
@@ -61,6 +65,8 @@ def trigger_for(spec: TableSpec) -> tuple[str, dict[str, Any]]:
 
 def source_frame(spark: SparkSession, settings: Settings, fmt: TableFormat, spec: TableSpec) -> DataFrame:
     """The spec's streaming input after its transform."""
+    if streams.needs_query_frame(spec):
+        return streams.query_frame(spark, settings, fmt, spec)
     if isinstance(spec.source, FileSource):
         df = read_files(spark, settings, spec.source, spec.name)
     else:
@@ -87,11 +93,21 @@ def run_table(spark: SparkSession, settings: Settings, spec: TableSpec) -> RunRe
 
     def write_batch(df: DataFrame, batch_id: int) -> None:
         ctx = BatchContext(spark, fmt, spec.name, checkpoint, batch_id, metrics)
-        spec.sink.write(ctx, df)
+        if spec.late_table:
+            streams.write_with_late_rows(ctx, df, spec)
+        else:
+            spec.sink.write(ctx, df)
 
     try:
-        prepare_tables(spark, fmt, spec)
+        if streams.nothing_to_read(spark, settings, fmt, spec):  # no batch could run: skip the query
+            prepare_tables(spark, fmt, spec)
+            report.skipped = True
+            report.seconds = round(time.perf_counter() - started, 3)
+            report.tables = {out.name: fmt.stats(spark, out.name) for out in spec.outputs()}
+            return report
         stream = source_frame(spark, settings, fmt, spec)
+        check_query_mode(spec, stream)  # a mode the query cannot support fails here, before anything is written
+        prepare_tables(spark, fmt, spec)
         query = (
             stream.writeStream.queryName(f"tributary_{spec.name.replace('.', '_')}")
             .foreachBatch(write_batch)
@@ -123,7 +139,7 @@ def run_table(spark: SparkSession, settings: Settings, spec: TableSpec) -> RunRe
     finally:
         if query.isActive:
             query.stop()
-    _fill_from_progress(report, query.recentProgress)
+    _fill_from_progress(report, query.recentProgress, streams.source_copies(spec))
     report.metrics = dict(metrics)
     report.seconds = round(time.perf_counter() - started, 3)
     for out in spec.outputs():
@@ -131,13 +147,18 @@ def run_table(spark: SparkSession, settings: Settings, spec: TableSpec) -> RunRe
     return report
 
 
-def _fill_from_progress(report: RunReport, progress: list[dict[str, Any]]) -> None:
+def _fill_from_progress(report: RunReport, progress: list[dict[str, Any]], copies: int = 1) -> None:
+    """Numbers from the query's progress; `copies`: how often the query reads each source row (late split: 2)."""
+    data_ms = 0
     for p in progress:
         report.batches += 1
-        rows = int(p.get("numInputRows", 0))
+        rows = int(p.get("numInputRows", 0)) // copies
         report.rows_in += rows
         report.data_batches += 1 if rows else 0
         report.batch_durations_ms.append(int(p.get("durationMs", {}).get("triggerExecution", 0)))
+        data_ms += report.batch_durations_ms[-1] if rows else 0
+    if data_ms:
+        report.processed_rows_per_second = round(report.rows_in * 1000 / data_ms, 1)
     if progress:
         last = progress[-1]
         report.watermark = last.get("eventTime", {}).get("watermark")

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from pipelines.datasets import ecommerce
+from pipelines.datasets import clickstream, ecommerce
 from pipelines.registry import Registry
 
-DATASETS = (ecommerce,)
+DATASETS = (ecommerce, clickstream)
 
 
 def default_registry() -> Registry:
