@@ -37,11 +37,16 @@ def table_numbers(report: RunReport, table: str) -> dict[str, Any]:
             duplicates_dropped=report.metrics.get("duplicates_dropped", 0),
             state_rows=report.state_rows,
             rows_dropped_by_watermark=report.rows_dropped_by_watermark,
+            state_memory_bytes=report.state_memory_bytes,
+            processed_rows_per_second=report.processed_rows_per_second,
+            batch_ms_max=max(report.batch_durations_ms, default=0),
+            batch_ms_total=sum(report.batch_durations_ms),
+            rows_late=report.metrics.get("rows_late", 0),
         )
         if report.watermark:
             numbers["watermark"] = report.watermark
         for key, value in sorted(report.metrics.items()):
-            if key.startswith("rule_failures:"):
+            if key.startswith("rule_failures:") or key == "rows_with_warnings":
                 numbers[key.replace(":", "_")] = value
     return numbers
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import (
@@ -19,6 +21,17 @@ from pyspark.sql.types import (
 from pipelines.formats import TableFormat
 from pipelines.registry import FileSource, OutputTable, TableSource, TableSpec, Watermark
 from pipelines.sinks import AppendSink, RecomputeMergeSink, ValidateDedupeSink
+from quality.expectations import (
+    between,
+    fresh,
+    in_set,
+    not_null,
+    row_count,
+    row_count_vs_upstream,
+    schema_matches,
+    totals_match_upstream,
+    unique,
+)
 from quality.rules import Rule, apply_rules
 
 EVENT_TYPES = ("page_view", "cart_add", "cart_remove", "order")
@@ -126,6 +139,56 @@ SILVER_RULES = (
 )
 
 
+# Dataset-level expectations, run by Great Expectations as asset checks: `error` ones block downstream assets,
+# `warn` ones are recorded. The silver rules above already guarantee the `error` ones; they catch regressions.
+BRONZE_SUITE = (
+    schema_matches(),
+    not_null("_source_file"),
+    not_null("_ingested_at"),
+    not_null("_batch_id"),
+    row_count(min_rows=1, severity="warn"),
+)
+SILVER_SUITE = (
+    schema_matches(),
+    not_null("event_id"),
+    not_null("event_time"),
+    not_null("event_date"),
+    not_null("user_id"),
+    unique("event_id"),
+    in_set("event_type", EVENT_TYPES),
+    row_count_vs_upstream(BRONZE.name, max_ratio=1.0),
+    in_set("currency", CURRENCIES, severity="warn"),
+    between("quantity", 1, 1000, severity="warn"),
+    between("amount", 0, severity="warn"),
+    row_count_vs_upstream(BRONZE.name, min_ratio=0.9, severity="warn"),
+    fresh("event_time", timedelta(days=1)),
+)
+DAILY_REVENUE_SUITE = (
+    schema_matches(),
+    not_null("event_date"),
+    not_null("currency"),
+    unique("event_date", "category", "currency"),
+    in_set("currency", CURRENCIES),
+    between("orders", 1),
+    between("units", 1),
+    between("revenue", 0),
+    not_null("category", severity="warn"),
+    totals_match_upstream(
+        SILVER.name,
+        {"orders": "count(1)", "units": "sum(quantity)", "revenue": "sum(amount)"},
+        where="event_type = 'order'",
+    ),
+)
+EVENT_COUNTS_SUITE = (
+    schema_matches(),
+    not_null("window_start"),
+    not_null("window_end"),
+    unique("window_start", "event_type"),
+    in_set("event_type", EVENT_TYPES),
+    between("events", 1),
+)
+
+
 def bronze_transform(df: DataFrame) -> DataFrame:
     """Bronze keeps every landed line as read, with its lineage; nothing is filtered."""
     return df
@@ -134,11 +197,12 @@ def bronze_transform(df: DataFrame) -> DataFrame:
 def silver_transform(df: DataFrame) -> DataFrame:
     """Type and clean bronze rows, keep the original record, and evaluate the row rules."""
     business = F.to_json(F.struct(*[F.col(c) for c in EVENT_COLUMNS]))
+    # The record is serialized before cleaning, so the quarantine shows the values as they landed.
     cleaned = (
-        df.withColumn("event_type", F.lower(F.trim("event_type")))
+        df.withColumn("raw_record", F.coalesce(F.col("_corrupt_record"), business))
+        .withColumn("event_type", F.lower(F.trim("event_type")))
         .withColumn("currency", F.upper(F.trim("currency")))
         .withColumn("event_date", F.to_date("event_time"))
-        .withColumn("raw_record", F.coalesce(F.col("_corrupt_record"), business))
     )
     return apply_rules(cleaned, SILVER_RULES)
 
@@ -183,6 +247,7 @@ SPECS = (
         source=FileSource("events", "json", LANDED_SCHEMA),
         transform=bronze_transform,
         sink=AppendSink(batch_id_column="_batch_id"),
+        expectations=BRONZE_SUITE,
     ),
     TableSpec(
         output=SILVER,
@@ -200,6 +265,7 @@ SPECS = (
         ),
         keys=("event_id",),
         extra_outputs=(QUARANTINE,),
+        expectations=SILVER_SUITE,
     ),
     TableSpec(
         output=DAILY_REVENUE,
@@ -213,6 +279,7 @@ SPECS = (
             recompute=_recompute_daily_revenue,
         ),
         keys=("event_date", "category", "currency"),
+        expectations=DAILY_REVENUE_SUITE,
     ),
     TableSpec(
         output=EVENT_COUNTS,
@@ -222,5 +289,6 @@ SPECS = (
         transform=counts_5m_transform,
         sink=AppendSink(),
         watermark=Watermark("event_time", "30 minutes"),
+        expectations=EVENT_COUNTS_SUITE,
     ),
 )

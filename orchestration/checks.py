@@ -1,0 +1,173 @@
+"""Asset checks generated from the registry: Great Expectations suites and reconciliations.
+
+Per table with expectations, one multi-asset check runs one GX validation and reports two checks:
+`expectations` (the `error` expectations; blocking: a failure stops the assets downstream in the run) and
+`expectations_warn` (the `warn` ones; recorded, the run goes on). Per pipeline, `reconciliation` on the
+validating (silver) table accounts for every landed line (blocking), and on each table declaring
+`totals_match_upstream` compares its totals with its upstream. Every result is persisted under the home and
+the Markdown report is rewritten, so the latest results are readable without Dagster.
+"""
+
+# No `from __future__ import annotations`: Dagster reads the resource annotations at definition time.
+from collections.abc import Iterator
+
+from dagster import (
+    AssetCheckExecutionContext,
+    AssetCheckResult,
+    AssetChecksDefinition,
+    AssetCheckSeverity,
+    AssetCheckSpec,
+    MetadataValue,
+    asset_check,
+    multi_asset_check,
+)
+
+from orchestration.assets import asset_key
+from orchestration.resources import SparkResource
+from pipelines.registry import Registry, TableSpec
+from quality.expectations import GX_KINDS
+from quality.gx_runner import CHECK_NAMES, validate_table
+from quality.reconcile import CHECK_NAME, Pipeline, pipelines_of, reconcile_pipeline, reconcile_totals
+from quality.reconcile import totals_expectations as _totals
+from quality.report import write_report
+from quality.results import CheckResult, save_result
+from quality.run import validate_registry
+
+_SEVERITY = {"error": AssetCheckSeverity.ERROR, "warn": AssetCheckSeverity.WARN}
+
+
+def _slug(text: str) -> str:
+    out = "".join(c if c.isalnum() else "_" for c in text.lower())
+    while "__" in out:
+        out = out.replace("__", "_")
+    return out.strip("_")[:60]
+
+
+def check_metadata(result: CheckResult) -> dict[str, MetadataValue]:
+    """What a person needs to act on a check result: counts, percentages, samples, versions, where to read more."""
+    failed = result.failed
+    meta: dict[str, MetadataValue] = {
+        "expectations_evaluated": MetadataValue.int(len(result.outcomes)),
+        "expectations_failed": MetadataValue.int(len(failed)),
+        "failed": MetadataValue.text("; ".join(o.name for o in failed) or "none"),
+        "engine": MetadataValue.text(result.engine),
+        "seconds": MetadataValue.float(float(result.seconds)),
+        "results": MetadataValue.md("\n".join(f"- {o.summary()}" for o in result.outcomes)),
+    }
+    if result.engine.startswith("great_expectations"):
+        meta["gx_version"] = MetadataValue.text(result.engine.split()[-1])
+    if result.rows_checked is not None:
+        meta["rows_checked"] = MetadataValue.int(int(result.rows_checked))
+    if result.snapshot_id is not None:
+        meta["snapshot_id"] = MetadataValue.text(result.snapshot_id)
+    slugs: set[str] = set()
+    for index, o in enumerate(result.outcomes):
+        slug = _slug(o.name)
+        slug = slug if slug not in slugs else f"{slug}_{index}"  # e.g. "amount >= 0" and "amount <= 0"
+        slugs.add(slug)
+        if o.unexpected_count is not None:
+            meta[f"unexpected_count_{slug}"] = MetadataValue.int(int(o.unexpected_count))
+        if o.unexpected_percent is not None:
+            meta[f"unexpected_percent_{slug}"] = MetadataValue.float(float(o.unexpected_percent))
+    samples = {o.name: o.samples for o in failed if o.samples}
+    if samples:
+        meta["samples"] = MetadataValue.json(samples)
+    if result.notes:
+        meta["notes"] = MetadataValue.text("\n".join(result.notes))
+    return meta
+
+
+def _record(context: AssetCheckExecutionContext, spark: SparkResource, result: CheckResult) -> AssetCheckResult:
+    """Persist the result, refresh the report, and turn the result into a Dagster check result."""
+    settings = spark.settings()
+    save_result(settings, result)
+    report = write_report(settings)
+    for outcome in result.failed:
+        context.log.warning(f"{result.table} {result.check}: {outcome.summary()}")
+    meta = check_metadata(result)
+    meta["report"] = MetadataValue.path(str(report))
+    failed = ", ".join(o.name for o in result.failed)
+    return AssetCheckResult(
+        check_name=result.check,
+        asset_key=asset_key(result.table),
+        passed=result.passed,
+        severity=_SEVERITY[result.severity],
+        metadata=meta,
+        description=f"failed: {failed}" if failed else f"{len(result.outcomes)} expectations passed",
+    )
+
+
+def build_expectation_checks(spec: TableSpec) -> AssetChecksDefinition | None:
+    """One GX validation per run of the table, reported as a blocking and a non-blocking check."""
+    severities = {e.severity for e in spec.expectations if e.kind in GX_KINDS}
+    if not severities:
+        return None
+    key = asset_key(spec.name)
+    specs = [
+        AssetCheckSpec(
+            CHECK_NAMES[severity],
+            asset=key,
+            blocking=severity == "error",
+            description=(
+                "Great Expectations suite, error expectations: a failure blocks downstream assets."
+                if severity == "error"
+                else "Great Expectations suite, warn expectations: failures are recorded, the run goes on."
+            ),
+        )
+        for severity in ("error", "warn")
+        if severity in severities
+    ]
+
+    @multi_asset_check(specs=specs, name=f"{spec.name.replace('.', '__')}__expectations")
+    def _check(context: AssetCheckExecutionContext, spark: SparkResource) -> Iterator[AssetCheckResult]:
+        for result in validate_table(spark.session(), spark.settings(), spec).values():
+            yield _record(context, spark, result)
+
+    return _check
+
+
+def build_pipeline_reconciliation(pipeline: Pipeline) -> AssetChecksDefinition:
+    """landed = bronze = silver + quarantine + duplicates; blocking, so gold never builds on lost or doubled rows."""
+
+    @asset_check(
+        asset=asset_key(pipeline.silver.name),
+        name=CHECK_NAME,
+        blocking=True,
+        additional_deps=[asset_key(pipeline.bronze.name)],
+        description=(
+            f"Every landed line is in exactly one of {pipeline.silver.name}, {pipeline.sink.quarantine_table} "
+            f"or the duplicates, and bronze holds every landed line."
+        ),
+    )
+    def _reconcile(context: AssetCheckExecutionContext, spark: SparkResource) -> AssetCheckResult:
+        return _record(context, spark, reconcile_pipeline(spark.session(), spark.settings(), pipeline))
+
+    return _reconcile
+
+
+def build_totals_reconciliation(spec: TableSpec) -> AssetChecksDefinition:
+    """The table's totals per key equal its upstream's, as of the snapshot its stream has read."""
+    expectations = _totals(spec)
+    upstreams = sorted({e.upstream for e in expectations if e.upstream})
+
+    @asset_check(
+        asset=asset_key(spec.name),
+        name=CHECK_NAME,
+        blocking=any(e.severity == "error" for e in expectations),
+        additional_deps=[asset_key(u) for u in upstreams],
+        description=f"Totals per key equal the totals of {', '.join(upstreams)}.",
+    )
+    def _reconcile(context: AssetCheckExecutionContext, spark: SparkResource) -> AssetCheckResult:
+        return _record(context, spark, reconcile_totals(spark.session(), spark.settings(), spec))
+
+    return _reconcile
+
+
+def build_asset_checks(registry: Registry) -> list:
+    """Every asset check the registry declares: expectation suites and reconciliations."""
+    validate_registry(registry)
+    checks: list = [c for c in (build_expectation_checks(spec) for spec in registry) if c is not None]
+    checks += [build_pipeline_reconciliation(p) for p in pipelines_of(registry)]
+    validating = {p.silver.name for p in pipelines_of(registry)}
+    checks += [build_totals_reconciliation(s) for s in registry if _totals(s) and s.name not in validating]
+    return checks

@@ -1,0 +1,263 @@
+"""Run a table's expectations with Great Expectations 1.x on the Spark DataFrame of the table.
+
+One ephemeral GX context and Spark data source per check run, whole-DataFrame batches. The table is read at
+its current snapshot (pinned, so the numbers refer to one table version); the columns the expectations name are
+persisted for the duration of the validation, because GX computes its metrics in many Spark jobs over the same
+rows.
+Great Expectations is imported inside the functions: it takes seconds to import and only checks need it.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from infra.errors import ConfigError, PipelineError
+from infra.settings import Settings
+from pipelines.formats import table_format
+from pipelines.registry import TableSpec
+from quality.expectations import GX_KINDS, Expectation
+from quality.results import MAX_SAMPLES, CheckResult, Outcome, plain
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+CHECK_NAMES = {"error": "expectations", "warn": "expectations_warn"}
+_META_KEY = "tributary_expectation"
+
+
+def gx_version() -> str:
+    """The installed Great Expectations version (imports GX)."""
+    import great_expectations as gx
+
+    return gx.__version__
+
+
+def require_table(spark: SparkSession, settings: Settings, table: str) -> str:
+    """The qualified name of `table`, or a PipelineError saying how to create it when it does not exist yet."""
+    qualified = table_format(settings).qualified(table)
+    if not spark.catalog.tableExists(qualified):
+        raise PipelineError(f"table {table} does not exist yet; run the pipeline first ('tributary run {table}')")
+    return qualified
+
+
+def table_snapshot_frame(spark: SparkSession, settings: Settings, table: str) -> tuple[DataFrame, int | None, int]:
+    """The table pinned at its current snapshot, that snapshot's id (None for a table never written) and its rows."""
+    qualified = require_table(spark, settings, table)
+    stats = table_format(settings).stats(spark, table)
+    if stats.snapshot_id is None:
+        return spark.table(qualified), None, 0
+    return spark.sql(f"SELECT * FROM {qualified} VERSION AS OF {int(stats.snapshot_id)}"), stats.snapshot_id, stats.rows
+
+
+def _to_gx(
+    spark: SparkSession,
+    settings: Settings,
+    spec: TableSpec,
+    exp: Expectation,
+    upstream_rows: dict[str, int],
+    detailed: bool = False,
+) -> tuple[list[Any], list[str]]:
+    """The GX expectations that implement `exp`, and notes on values resolved at run time (`upstream_rows` memo)."""
+    import great_expectations.expectations as gxe
+
+    notes: list[str] = []
+    if exp.kind == "not_null":
+        return [gxe.ExpectColumnValuesToNotBeNull(column=exp.column, mostly=exp.mostly)], notes
+    if exp.kind == "unique":
+        if len(exp.columns) == 1 and not detailed:
+            # One aggregate (distinct / non-null count) instead of GX's per-row window over the key: much cheaper.
+            # Only when it fails is the per-row expectation run, for unexpected counts and sample duplicates.
+            return [gxe.ExpectColumnProportionOfUniqueValuesToBeBetween(column=exp.column, min_value=1.0)], notes
+        if len(exp.columns) == 1:
+            return [gxe.ExpectColumnValuesToBeUnique(column=exp.column)], notes
+        return [gxe.ExpectCompoundColumnsToBeUnique(column_list=list(exp.columns))], notes
+    if exp.kind == "in_set":
+        return [
+            gxe.ExpectColumnValuesToBeInSet(column=exp.column, value_set=list(exp.values), mostly=exp.mostly)
+        ], notes
+    if exp.kind == "between":
+        return [
+            gxe.ExpectColumnValuesToBeBetween(
+                column=exp.column, min_value=exp.min_value, max_value=exp.max_value, mostly=exp.mostly
+            )
+        ], notes
+    if exp.kind == "row_count":
+        return [gxe.ExpectTableRowCountToBeBetween(min_value=exp.min_value, max_value=exp.max_value)], notes
+    if exp.kind == "row_count_vs_upstream":
+        assert exp.upstream is not None
+        if exp.upstream not in upstream_rows:  # several expectations may compare with one upstream
+            upstream_rows[exp.upstream] = table_format(settings).stats(spark, exp.upstream).rows
+        rows = upstream_rows[exp.upstream]
+        low = math.ceil(float(exp.min_value) * rows) if exp.min_value is not None else None
+        high = math.floor(float(exp.max_value) * rows) if exp.max_value is not None else None
+        notes.append(f"{exp.upstream} has {rows} rows: expected between {_open(low)} and {_open(high)}")
+        return [gxe.ExpectTableRowCountToBeBetween(min_value=low, max_value=high)], notes
+    if exp.kind == "fresh":
+        assert exp.within is not None
+        # Spark returns timestamps as naive local datetimes; compare like with like.
+        oldest_allowed = datetime.now(UTC).astimezone().replace(tzinfo=None) - exp.within
+        notes.append(f"newest {exp.column} must be at or after {oldest_allowed.isoformat(timespec='seconds')}")
+        return [gxe.ExpectColumnMaxToBeBetween(column=exp.column, min_value=oldest_allowed)], notes
+    if exp.kind == "schema":
+        fields = spec.output.schema.fields
+        gx_list: list[Any] = [gxe.ExpectTableColumnsToMatchOrderedList(column_list=[f.name for f in fields])]
+        gx_list += [gxe.ExpectColumnValuesToBeOfType(column=f.name, type_=type(f.dataType).__name__) for f in fields]
+        return gx_list, notes
+    raise ConfigError(f"table {spec.name}: expectation kind {exp.kind!r} is not run by Great Expectations")
+
+
+def _open(value: int | None) -> str:
+    return "-inf" if value is None else str(value)
+
+
+ROW_KINDS = frozenset({"not_null", "unique", "in_set", "between"})
+
+
+def _outcome(exp: Expectation, results: list[Any], notes: list[str]) -> Outcome:
+    """Fold the GX results of one expectation (several for a schema) into one outcome."""
+    outcome = Outcome(name=exp.label, severity=exp.severity, success=all(r.success for r in results))
+    if outcome.success and exp.kind in ROW_KINDS and exp.mostly == 1.0:
+        outcome.unexpected_count, outcome.unexpected_percent = 0, 0.0  # passed with no row allowed to fail
+    errors, observed = [], []
+    for r in results:
+        info = r.exception_info or {}
+        if info.get("raised_exception"):
+            errors.append(str(info.get("exception_message") or "GX raised an exception").splitlines()[0])
+        res = r.result or {}
+        if "element_count" in res:
+            outcome.element_count = int(res["element_count"])
+        if res.get("unexpected_count") is not None:
+            outcome.unexpected_count = (outcome.unexpected_count or 0) + int(res["unexpected_count"])
+            outcome.unexpected_percent = float(res.get("unexpected_percent") or 0.0)
+            outcome.samples = [plain(v) for v in (res.get("partial_unexpected_list") or [])][:MAX_SAMPLES]
+        if "observed_value" in res and (exp.kind != "schema" or not r.success):
+            value = plain(res["observed_value"])
+            if exp.kind == "schema" and r.expectation_config.type == "expect_column_values_to_be_of_type":
+                value = f"{r.expectation_config.kwargs['column']}: {value}"
+            observed.append(str(value))
+    if observed:
+        outcome.observed = "; ".join(observed)
+    if errors:
+        outcome.success = False
+        outcome.error = "; ".join(errors)
+    if notes and not outcome.success:
+        outcome.observed = f"{outcome.observed} ({'; '.join(notes)})" if outcome.observed else "; ".join(notes)
+    return outcome
+
+
+@dataclass
+class _Validation:
+    """One GX context validating one table's expectations in parts (suites) over batches of the same table."""
+
+    gx: Any
+    context: Any
+    spark: SparkSession
+    settings: Settings
+    spec: TableSpec
+    notes: dict[int, list[str]] = field(default_factory=dict)
+    upstream_rows: dict[str, int] = field(default_factory=dict)
+
+    def run(self, batch: Any, expectations: dict[int, Expectation], part: str) -> dict[int, list[Any]]:
+        """Validate `expectations` (by index) as one GX suite named after the table and `part`; results by index.
+
+        Part `data` asks GX for pass/fail only (BOOLEAN_ONLY skips the Spark jobs that collect samples, about half
+        of them). Part `details`, run on failed expectations only, asks for counts and samples, and turns
+        single-column unique keys into GX's per-row expectation, which can name the duplicates.
+        """
+        gx_expectations: list[Any] = []
+        for index, exp in expectations.items():
+            converted, self.notes[index] = _to_gx(
+                self.spark, self.settings, self.spec, exp, self.upstream_rows, detailed=part == "details"
+            )
+            for item in converted:
+                item.meta = {_META_KEY: index}
+                gx_expectations.append(item)
+        suite = self.context.suites.add(
+            self.gx.ExpectationSuite(name=f"{self.spec.name}:{part}", expectations=gx_expectations)
+        )
+        result_format = {"result_format": "BOOLEAN_ONLY" if part == "data" else "BASIC", "partial_unexpected_count": 20}
+        results: dict[int, list[Any]] = {index: [] for index in expectations}
+        for r in batch.validate(suite, result_format=result_format).results:
+            results[int(r.expectation_config.meta[_META_KEY])].append(r)
+        return results
+
+
+def validate_table(
+    spark: SparkSession, settings: Settings, spec: TableSpec, df: DataFrame | None = None
+) -> dict[str, CheckResult]:
+    """Evaluate the spec's GX expectations on the whole table at its current snapshot (or on `df`).
+
+    One GX validation checks the schema on an empty frame, one checks the data (pass or fail only) on a persisted
+    projection of the columns the expectations name; only when some fail does a third one, on those alone, count
+    the unexpected rows and collect samples.
+
+    Returns one `CheckResult` per severity present: `"error"` (the blocking check `expectations`) and `"warn"`
+    (the non-blocking check `expectations_warn`).
+    """
+    expectations = [e for e in spec.expectations if e.kind in GX_KINDS]
+    if not expectations:
+        return {}
+    started = time.perf_counter()
+    import great_expectations as gx
+    from great_expectations.data_context.types.base import ProgressBarsConfig
+    from pyspark import StorageLevel
+
+    snapshot: int | None = None
+    rows: int | None = None
+    if df is None:
+        df, snapshot, rows = table_snapshot_frame(spark, settings, spec.name)
+    context = gx.get_context(mode="ephemeral")
+    context.variables.progress_bars = ProgressBarsConfig(globally=False, metric_calculations=False)
+    batch_definition = (
+        context.data_sources.add_spark("tributary")
+        .add_dataframe_asset(spec.name.replace(".", "__"))
+        .add_batch_definition_whole_dataframe("table")
+    )
+    validation = _Validation(gx, context, spark, settings, spec)
+    by_expectation: dict[int, list[Any]] = {}
+    # The schema is metadata: validated on an empty frame. The data expectations read only the columns they name,
+    # from a projection persisted for the validation (GX runs several Spark jobs over the same rows).
+    schema = {i: e for i, e in enumerate(expectations) if e.kind == "schema"}
+    data = {i: e for i, e in enumerate(expectations) if e.kind != "schema"}
+    if schema:
+        empty = batch_definition.get_batch(batch_parameters={"dataframe": df.limit(0)})
+        by_expectation.update(validation.run(empty, schema, "schema"))
+    if data:
+        owned = not df.is_cached  # a caller's cached frame is used as it is, and stays cached
+        if owned:
+            columns = sorted({c for e in data.values() for c in e.columns}) or df.columns[:1]
+            df = df.select(*columns).persist(StorageLevel.MEMORY_AND_DISK)
+        try:
+            batch = batch_definition.get_batch(batch_parameters={"dataframe": df})
+            by_expectation.update(validation.run(batch, data, "data"))
+            failed = {i: e for i, e in data.items() if not all(r.success for r in by_expectation[i])}
+            if failed:
+                by_expectation.update(validation.run(batch, failed, "details"))
+        finally:
+            if owned:
+                df.unpersist()
+    outcomes = [_outcome(e, by_expectation.get(i, []), validation.notes[i]) for i, e in enumerate(expectations)]
+    if rows is None:
+        rows = next((o.element_count for o in outcomes if o.element_count is not None), None)
+    seconds = round(time.perf_counter() - started, 3)
+    checked_at = datetime.now(UTC).isoformat(timespec="seconds")
+    results = {}
+    for severity, check in CHECK_NAMES.items():
+        mine = [o for o, e in zip(outcomes, expectations, strict=True) if e.severity == severity]
+        if mine:
+            results[severity] = CheckResult(
+                table=spec.name,
+                check=check,
+                severity=severity,
+                checked_at=checked_at,
+                seconds=seconds,
+                outcomes=mine,
+                snapshot_id=None if snapshot is None else str(snapshot),
+                rows_checked=rows,
+                engine=f"great_expectations {gx.__version__}",
+            )
+    return results

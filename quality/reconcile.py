@@ -1,0 +1,339 @@
+"""Reconciliation: every landed line is accounted for exactly once, and gold totals equal their upstream.
+
+Per pipeline (a validating spec — `ValidateDedupeSink` — whose upstream reads landed files):
+
+- landed lines = bronze rows, per file, for the files bronze's stream has committed (counted in Python from the
+  landing files; files landed since are reported as pending, not as a failure);
+- bronze = silver + quarantine + duplicates, where bronze is the table as the validating stream has read it
+  (the snapshot in its checkpoint) and duplicates are derived from bronze itself: valid rows minus distinct
+  valid keys, with validity re-evaluated by the spec's own transform and rules;
+- silver holds each distinct valid key exactly once.
+
+Per `totals_match_upstream` expectation: each measure of the table, per key, equals the aggregate over the
+upstream table, as the table's own stream has read it or as it is now (what a backfill recomputes from).
+
+Nothing here trusts run metadata: every number is read from files and tables.
+"""
+
+from __future__ import annotations
+
+import bz2
+import gzip
+import json
+import os
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING
+from urllib.parse import unquote, urlparse
+
+import pyarrow.parquet as pq
+from pyspark.sql import functions as F
+
+from infra.errors import ConfigError
+from infra.settings import Settings
+from pipelines.checkpoints import restart_position
+from pipelines.formats import table_format
+from pipelines.registry import FileSource, Registry, TableSpec
+from pipelines.sinks import ValidateDedupeSink
+from pipelines.sources import landing_folder
+from quality.expectations import Expectation
+from quality.gx_runner import require_table
+from quality.results import MAX_SAMPLES, CheckResult, Outcome, plain
+from quality.rules import REASONS_COLUMN
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame, SparkSession
+
+CHECK_NAME = "reconciliation"
+_OPENERS = {".gz": gzip.open, ".bz2": bz2.open}
+
+
+@dataclass(frozen=True)
+class Pipeline:
+    """The tables one landing folder flows through: files → bronze → a validating (silver) table."""
+
+    bronze: TableSpec
+    silver: TableSpec
+
+    @property
+    def sink(self) -> ValidateDedupeSink:
+        """The validating sink (quarantine table, keys)."""
+        assert isinstance(self.silver.sink, ValidateDedupeSink)
+        return self.silver.sink
+
+
+def pipelines_of(registry: Registry) -> list[Pipeline]:
+    """Every validating spec whose upstream reads landed files."""
+    found = []
+    for spec in registry:
+        # A transform with secondary inputs cannot be re-applied to a static bronze frame alone.
+        if isinstance(spec.sink, ValidateDedupeSink) and spec.upstream is not None and not spec.upstreams[1:]:
+            bronze = registry.get(spec.upstream)
+            if isinstance(bronze.source, FileSource):
+                found.append(Pipeline(bronze, spec))
+    return found
+
+
+def totals_expectations(spec: TableSpec) -> list[Expectation]:
+    """The spec's `totals_match_upstream` expectations."""
+    return [e for e in spec.expectations if e.kind == "totals_match_upstream"]
+
+
+def _local(path: str) -> str:
+    """A file URI or path as a canonical local path string (so Spark's and Python's names compare equal)."""
+    parsed = urlparse(path)
+    if parsed.scheme in ("", "file"):
+        return os.path.realpath(unquote(parsed.path))
+    return path
+
+
+def _lines(path: Path, source: FileSource) -> int:
+    """Rows Spark reads from one landed file: non-blank lines (minus a CSV header), or Parquet rows."""
+    if source.format == "parquet":
+        return pq.read_metadata(path).num_rows
+    with _OPENERS.get(path.suffix, open)(path, "rb") as fh:
+        count = sum(1 for line in fh if line.strip())
+    return max(count - 1, 0) if source.format == "csv" else count
+
+
+def landed_files(settings: Settings, source: FileSource) -> dict[str, Path]:
+    """Landed files by canonical path; dot- and underscore-files are ignored, as Spark ignores them."""
+    folder = landing_folder(settings, source)
+    if not folder.is_dir():
+        return {}
+    return {_local(str(p)): p for p in sorted(folder.iterdir()) if p.is_file() and not p.name.startswith((".", "_"))}
+
+
+def committed_files(checkpoint: Path) -> set[str]:
+    """Files a file-source stream has read in committed batches, from its checkpoint's source log."""
+    commits = [int(p.name) for p in (checkpoint / "commits").glob("*") if p.name.isdigit()]
+    if not commits:
+        return set()
+    last = max(commits)
+    files: set[str] = set()
+    log = checkpoint / "sources" / "0"
+    for path in sorted(log.glob("*")) if log.is_dir() else []:
+        if not (path.name.isdigit() or path.name.removesuffix(".compact").isdigit()):
+            continue
+        for line in path.read_text().splitlines():
+            if line.startswith("{"):
+                entry = json.loads(line)
+                if int(entry.get("batchId", 0)) <= last:
+                    files.add(_local(entry["path"]))
+    return files
+
+
+def _as_of(spark: SparkSession, settings: Settings, table: str, snapshot: int | None) -> DataFrame:
+    """`table` at `snapshot` (empty when the reader has not read any snapshot yet)."""
+    df = spark.table(table_format(settings).qualified(table))
+    if snapshot is None:
+        return df.limit(0)
+    return spark.sql(f"SELECT * FROM {table_format(settings).qualified(table)} VERSION AS OF {int(snapshot)}")
+
+
+def _landed_vs_bronze(spark: SparkSession, settings: Settings, pipeline: Pipeline) -> tuple[Outcome, list[str]]:
+    source = pipeline.bronze.source
+    assert isinstance(source, FileSource)
+    bronze = spark.table(table_format(settings).qualified(pipeline.bronze.name))
+    per_file = {
+        _local(r["_source_file"]): int(r["n"])
+        for r in bronze.groupBy("_source_file").agg(F.count(F.lit(1)).alias("n")).collect()
+        if r["_source_file"] is not None
+    }
+    landed = landed_files(settings, source)
+    read = committed_files(settings.checkpoint_for(pipeline.bronze.name)) | set(per_file)
+    notes = []
+    pending = sorted(set(landed) - read)
+    if pending:
+        notes.append(f"{len(pending)} landed file(s) not yet read by {pipeline.bronze.name} (pending)")
+    gone = sorted(read - set(landed))
+    if gone:
+        notes.append(f"{len(gone)} file(s) read by {pipeline.bronze.name} are no longer in the landing folder")
+    landed_total = bronze_total = 0
+    mismatched = []
+    for name in sorted(read & set(landed)):
+        lines, rows = _lines(landed[name], source), per_file.get(name, 0)
+        landed_total += lines
+        bronze_total += rows
+        if lines != rows:
+            mismatched.append(f"{landed[name].name}: {lines} landed, {rows} in bronze")
+    outcome = Outcome(
+        name=f"landed lines = {pipeline.bronze.name} rows",
+        severity="error",
+        success=not mismatched,
+        observed=f"{landed_total} landed lines, {bronze_total} bronze rows in {len(read & set(landed))} files",
+        element_count=landed_total,
+        unexpected_count=abs(landed_total - bronze_total) if mismatched else 0,
+        samples=mismatched[:MAX_SAMPLES],
+    )
+    return outcome, notes
+
+
+def reconcile_pipeline(spark: SparkSession, settings: Settings, pipeline: Pipeline) -> CheckResult:
+    """Check that every landed line of the pipeline is in exactly one of silver, quarantine or duplicates."""
+    started = time.perf_counter()
+    fmt = table_format(settings)
+    silver, sink = pipeline.silver, pipeline.sink
+    for name in (pipeline.bronze.name, silver.name, sink.quarantine_table):
+        require_table(spark, settings, name)
+    keys = list(sink.keys)
+    landed_outcome, notes = _landed_vs_bronze(spark, settings, pipeline)
+
+    position = restart_position(silver.name, settings.checkpoint_for(silver.name))
+    if position.snapshot_id is not None and not position.committed:
+        notes.append(f"{silver.name}'s last batch is uncommitted; re-run it before trusting this reconciliation")
+    seen = silver.transform(_as_of(spark, settings, pipeline.bronze.name, position.snapshot_id))
+    is_valid = F.size(REASONS_COLUMN) == 0
+    b = seen.agg(
+        F.count(F.lit(1)).alias("rows"),
+        F.coalesce(F.sum(is_valid.cast("long")), F.lit(0)).alias("valid"),
+        F.count_distinct(F.when(is_valid, F.struct(*keys))).alias("distinct_valid"),
+    ).collect()[0]
+    silver_df = spark.table(fmt.qualified(silver.name))
+    s = silver_df.agg(F.count(F.lit(1)).alias("rows"), F.count_distinct(F.struct(*keys)).alias("keys")).collect()[0]
+    quarantined = spark.table(fmt.qualified(sink.quarantine_table)).count()
+    bronze_rows, valid, distinct_valid = int(b["rows"]), int(b["valid"]), int(b["distinct_valid"])
+    silver_rows, silver_keys = int(s["rows"]), int(s["keys"])
+    duplicates = valid - distinct_valid
+    accounted = silver_rows + quarantined + duplicates
+    gap = bronze_rows - accounted
+    balance = Outcome(
+        name=f"{pipeline.bronze.name} = {silver.name} + {sink.quarantine_table} + duplicates",
+        severity="error",
+        success=gap == 0,
+        observed=f"{bronze_rows} = {silver_rows} + {quarantined} + {duplicates}"
+        + ("" if gap == 0 else f" ({gap} rows lost)" if gap > 0 else f" ({-gap} rows too many)"),
+        element_count=bronze_rows,
+        unexpected_count=abs(gap),
+        unexpected_percent=round(100.0 * abs(gap) / bronze_rows, 4) if bronze_rows else 0.0,
+    )
+    invalid = bronze_rows - valid
+    quarantine = Outcome(
+        name=f"{sink.quarantine_table} = bronze rows failing the rules of {silver.name}",
+        severity="error",
+        success=quarantined == invalid,
+        observed=f"{quarantined} quarantined, {invalid} bronze rows fail the rules",
+        unexpected_count=abs(quarantined - invalid),
+    )
+    lost = Outcome(
+        name=f"{silver.name} holds every distinct valid {', '.join(keys)}",
+        severity="error",
+        success=silver_rows == distinct_valid and silver_keys == silver_rows,
+        observed=f"{silver_rows} rows, {silver_keys} distinct keys, {distinct_valid} distinct valid keys in bronze",
+        element_count=distinct_valid,
+        unexpected_count=abs(distinct_valid - silver_keys) + (silver_rows - silver_keys),
+    )
+    if not lost.success:
+        valid_keys = seen.filter(is_valid).select(*keys).distinct()
+        missing = valid_keys.join(silver_df.select(*keys), keys, "left_anti").limit(MAX_SAMPLES).collect()
+        doubled = silver_df.groupBy(*keys).count().filter("count > 1").limit(MAX_SAMPLES).collect()
+        lost.samples = [f"missing {_key(r, keys)}" for r in missing] + [
+            f"{r['count']}x {_key(r, keys)}" for r in doubled
+        ]
+        lost.samples = lost.samples[:MAX_SAMPLES]
+    return CheckResult(
+        table=silver.name,
+        check=CHECK_NAME,
+        severity="error",
+        checked_at=datetime.now(UTC).isoformat(timespec="seconds"),
+        seconds=round(time.perf_counter() - started, 3),
+        outcomes=[landed_outcome, balance, quarantine, lost],
+        snapshot_id=None if position.snapshot_id is None else str(position.snapshot_id),
+        rows_checked=bronze_rows,
+        engine="spark",
+        notes=notes,
+    )
+
+
+def _key(row, keys: list[str]) -> str:
+    return ", ".join(f"{k}={plain(row[k])}" for k in keys)
+
+
+def reconcile_totals(spark: SparkSession, settings: Settings, spec: TableSpec) -> CheckResult:
+    """Check each `totals_match_upstream` expectation of `spec`: its measures per key equal the upstream's.
+
+    A key passes when the table's values equal the upstream's as the table's stream last read it, or the
+    upstream's current values (what a backfill or reprocess recomputes from); lost or doubled rows match neither.
+    """
+    started = time.perf_counter()
+    expectations = totals_expectations(spec)
+    if not expectations:
+        raise ConfigError(f"table {spec.name} declares no totals_match_upstream expectation")
+    if not spec.keys:
+        raise ConfigError(f"table {spec.name}: totals_match_upstream needs the spec's keys to compare per key")
+    fmt = table_format(settings)
+    for name in (spec.name, *(e.upstream for e in expectations if e.upstream)):
+        require_table(spark, settings, name)
+    position = restart_position(spec.name, settings.checkpoint_for(spec.name))
+    outcomes = [
+        _totals_outcome(spark, settings, spec, exp, position.snapshot_id)
+        for exp in expectations
+        if exp.upstream is not None
+    ]
+    return CheckResult(
+        table=spec.name,
+        check=CHECK_NAME,
+        severity="error" if any(e.severity == "error" for e in expectations) else "warn",
+        checked_at=datetime.now(UTC).isoformat(timespec="seconds"),
+        seconds=round(time.perf_counter() - started, 3),
+        outcomes=outcomes,
+        snapshot_id=None if (stats := fmt.stats(spark, spec.name)).snapshot_id is None else str(stats.snapshot_id),
+        rows_checked=stats.rows,
+        engine="spark",
+        notes=[f"{spec.name}'s stream has read its upstream up to snapshot {position.snapshot_id}"],
+    )
+
+
+def _totals_outcome(
+    spark: SparkSession, settings: Settings, spec: TableSpec, exp: Expectation, seen_snapshot: int | None
+) -> Outcome:
+    assert exp.upstream is not None
+    keys, measures = list(spec.keys), [column for column, _ in exp.measures]
+
+    def aggregated(df: DataFrame) -> DataFrame:
+        if exp.where:
+            df = df.filter(F.expr(exp.where))
+        return df.groupBy(*keys).agg(*[F.expr(agg).alias(column) for column, agg in exp.measures])
+
+    fmt = table_format(settings)
+    sources = {
+        "table": spark.table(fmt.qualified(spec.name)).select(*keys, *measures),
+        "seen": aggregated(_as_of(spark, settings, exp.upstream, seen_snapshot)),
+        "now": aggregated(spark.table(fmt.qualified(exp.upstream))),
+    }
+    tagged = [df.withColumn("_source", F.lit(name)) for name, df in sources.items()]
+    union = tagged[0].unionByName(tagged[1]).unionByName(tagged[2])
+    # groupBy puts NULL keys together; a sum per source exposes a key the table holds twice.
+    wide = union.groupBy(*keys).agg(
+        *[F.sum(F.when(F.col("_source") == name, F.col(m))).alias(f"{name}__{m}") for name in sources for m in measures]
+    )
+
+    def matches(other: str) -> Column:
+        same = F.lit(True)
+        for m in measures:
+            same = same & F.col(f"table__{m}").eqNullSafe(F.col(f"{other}__{m}"))
+        return same
+
+    compared = wide.withColumn("_differs", ~matches("seen") & ~matches("now"))
+    stats = compared.agg(F.count(F.lit(1)).alias("keys"), F.sum(F.col("_differs").cast("long")).alias("bad")).first()
+    bad, total = int(stats["bad"] or 0), int(stats["keys"])
+    outcome = Outcome(
+        name=exp.label,
+        severity=exp.severity,
+        success=bad == 0,
+        observed=f"{total - bad} of {total} keys match {exp.upstream}",
+        element_count=total,
+        unexpected_count=bad,
+        unexpected_percent=round(100.0 * bad / total, 4) if total else 0.0,
+    )
+    if bad:
+        rows = compared.filter("_differs").limit(MAX_SAMPLES).collect()
+        outcome.samples = [_difference(r, keys, measures, exp.upstream) for r in rows]
+    return outcome
+
+
+def _difference(row, keys: list[str], measures: list[str], upstream: str) -> str:
+    values = "; ".join(f"{m} {plain(row['table__' + m])} vs {plain(row['now__' + m])} in {upstream}" for m in measures)
+    return f"{_key(row, keys)}: {values}"
