@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field, replace
+from datetime import date
 from pathlib import Path
 
 from infra.errors import ConfigError
@@ -20,6 +21,13 @@ PREFIX = "TRIBUTARY_"
 def _env(name: str, default: str | None = None) -> str | None:
     value = os.environ.get(PREFIX + name)
     return value if value not in (None, "") else default
+
+
+def _positive_int(name: str, default: str) -> int:
+    value = _env(name, default)
+    if not value.isdigit() or int(value) < 1:
+        raise ConfigError(f"{PREFIX}{name} must be a positive integer, got {value!r}")
+    return int(value)
 
 
 @dataclass(frozen=True)
@@ -39,6 +47,11 @@ class Settings:
     driver_memory: str = "4g"
     jar_cache: Path = field(default_factory=lambda: Path.home() / ".cache" / "tributary" / "jars")
     spark_conf: tuple[tuple[str, str], ...] = ()
+    # Orchestration (see docs/operations.md): pipeline schedule, sensor interval, first daily partition, alerts.
+    pipeline_cron: str = "0 * * * *"
+    sensor_interval_seconds: int = 30
+    partitions_start: str = "2026-01-01"
+    alert_webhook: str | None = None
 
     @classmethod
     def from_env(cls, home: Path | str | None = None) -> Settings:
@@ -72,6 +85,10 @@ class Settings:
             driver_memory=_env("DRIVER_MEMORY", "4g"),
             jar_cache=Path(_env("JAR_CACHE", str(Path.home() / ".cache" / "tributary" / "jars"))).expanduser(),
             spark_conf=tuple(sorted(extra.items())),
+            pipeline_cron=_env("PIPELINE_CRON", "0 * * * *"),
+            sensor_interval_seconds=_positive_int("SENSOR_INTERVAL", "30"),
+            partitions_start=_env("PARTITIONS_START", "2026-01-01"),
+            alert_webhook=_env("ALERT_WEBHOOK"),
         )
         settings.validate()
         return settings
@@ -82,6 +99,12 @@ class Settings:
             raise ConfigError(
                 f"TRIBUTARY_TABLE_FORMAT={self.table_format!r} is not supported; choose one of {TABLE_FORMATS}"
             )
+        try:
+            date.fromisoformat(self.partitions_start)
+        except ValueError:
+            raise ConfigError(
+                f"TRIBUTARY_PARTITIONS_START={self.partitions_start!r} is not a date (expected YYYY-MM-DD)"
+            ) from None
         if not self.catalog_name.isidentifier() or not self.catalog_name.islower():
             raise ConfigError(f"TRIBUTARY_CATALOG_NAME={self.catalog_name!r} must be a lower-case identifier")
 

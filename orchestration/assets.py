@@ -1,17 +1,47 @@
-"""Asset factory: one Dagster asset per registry table (a multi-asset where a spec writes several tables)."""
+"""Asset factory: one Dagster asset per registry table (a multi-asset where a spec writes several tables).
 
-from __future__ import annotations
+Every table asset is in the `tributary_tables` concurrency pool (one run at a time may hold it, see
+infra/dagster.yaml), retries transient errors with backoff, and turns a TributaryError into a failure without
+retries. Day-partitioned gold tables (see `orchestration.partitions`) are daily-partitioned assets: a run without
+a partition key is the incremental run, a run for a day or a range of days (one run per backfill) recomputes
+exactly those days.
+"""
+
+# No `from __future__ import annotations`: Dagster inspects the `context` annotation at definition time.
 
 from collections.abc import Iterator
+from datetime import UTC, datetime
 
-from dagster import AssetKey, AssetSpec, MaterializeResult, MetadataValue, multi_asset
+from dagster import (
+    AssetExecutionContext,
+    AssetKey,
+    AssetMaterialization,
+    AssetSpec,
+    BackfillPolicy,
+    Backoff,
+    DailyPartitionsDefinition,
+    Failure,
+    MaterializeResult,
+    MetadataValue,
+    RetryPolicy,
+    multi_asset,
+)
 
+from infra.errors import TributaryError
+from infra.settings import Settings
+from orchestration.partitions import daily_partition_column, daily_partitions, partition_days
 from orchestration.resources import SparkResource
 from pipelines.registry import Registry, TableSpec
+from pipelines.reprocess import RangeReport, backfill_days, changed_days
 from pipelines.runner import RunReport, run_table
 from pipelines.summary import table_numbers
 
 KINDS = {"spark", "iceberg"}
+# One pool for everything that writes tables or checkpoints: at most one such run at a time (infra/dagster.yaml).
+TABLE_POOL = "tributary_tables"
+# Transient errors (a JVM that did not come up, a busy catalog) are retried after 10 s, then 30 s (exponential
+# backoff); TributaryErrors never are. No jitter: runs that write tables go one at a time anyway.
+RETRY_POLICY = RetryPolicy(max_retries=2, delay=10, backoff=Backoff.EXPONENTIAL)
 
 
 def asset_key(table: str) -> AssetKey:
@@ -19,10 +49,10 @@ def asset_key(table: str) -> AssetKey:
     return AssetKey(table.split("."))
 
 
-def report_metadata(report: RunReport, table: str) -> dict[str, MetadataValue]:
-    """The run's numbers for one table as Dagster metadata (ints and floats are plotted by the UI)."""
+def as_metadata(numbers: dict) -> dict[str, MetadataValue]:
+    """Numbers as Dagster metadata (ints and floats are plotted by the UI, anything else is text)."""
     meta: dict[str, MetadataValue] = {}
-    for key, value in table_numbers(report, table).items():
+    for key, value in numbers.items():
         if isinstance(value, bool) or not isinstance(value, int | float):
             meta[key] = MetadataValue.text(str(value))
         elif isinstance(value, int):
@@ -32,30 +62,100 @@ def report_metadata(report: RunReport, table: str) -> dict[str, MetadataValue]:
     return meta
 
 
-def build_table_asset(spec: TableSpec):
-    """The asset (or multi-asset) that runs one spec incrementally."""
-    deps = [asset_key(spec.upstream)] if spec.upstream else []
+def report_metadata(report: RunReport, table: str) -> dict[str, MetadataValue]:
+    """The run's numbers for one table as Dagster metadata."""
+    return as_metadata(table_numbers(report, table))
+
+
+def no_retry_failure(exc: TributaryError) -> Failure:
+    """A Dagster failure for an error a person must fix: shown as the step's error, never retried."""
+    return Failure(description=str(exc), metadata={"error": type(exc).__name__}, allow_retries=False)
+
+
+def _extra_description(spec: TableSpec, table: str) -> str:
+    if table.endswith("_quarantine"):
+        return f"Rows rejected by {spec.name}'s rules, with the rule names and the original record."
+    if table.endswith("_late"):
+        return f"Input rows of {spec.name} that arrived behind its watermark (kept, not lost)."
+    return f"Written by {spec.name}'s run alongside it."
+
+
+def build_table_asset(spec: TableSpec, partitions: DailyPartitionsDefinition | None = None):
+    """The asset (or multi-asset) that runs one spec incrementally (and backfills days, when partitioned)."""
+    deps = [asset_key(name) for name in spec.upstreams]
+    partitioned = partitions is not None and daily_partition_column(spec) is not None
     specs = [
         AssetSpec(
             key=asset_key(out.name),
             deps=deps,
             group_name=spec.layer,
             kinds=KINDS,
-            description=spec.description if out is spec.output else f"Rows rejected by {spec.name}'s rules.",
+            description=spec.description if out is spec.output else _extra_description(spec, out.name),
             metadata={"table": out.name, "partitioned_by": ", ".join(out.partition_by) or "none"},
         )
         for out in spec.outputs()
     ]
 
-    @multi_asset(name=spec.name.replace(".", "__"), specs=specs, compute_kind=None)
-    def _asset(spark: SparkResource) -> Iterator[MaterializeResult]:
-        report = run_table(spark.session(), spark.settings(), spec)
+    @multi_asset(
+        name=spec.name.replace(".", "__"),
+        specs=specs,
+        compute_kind=None,
+        pool=TABLE_POOL,
+        retry_policy=RETRY_POLICY,
+        partitions_def=partitions if partitioned else None,
+        backfill_policy=BackfillPolicy.single_run() if partitioned else None,
+    )
+    def _asset(context: AssetExecutionContext, spark: SparkResource) -> Iterator[MaterializeResult]:
+        settings = spark.settings()
+        started = datetime.now(UTC)
+        try:
+            # A single-day run has a partition key; a single-run backfill of several days has a key range.
+            if partitioned and (context.has_partition_key or context.has_partition_key_range):
+                start, end = partition_days(context)
+                backfill = backfill_days(spark.session(), settings, spec, start, end)
+            else:
+                backfill = None
+                report = run_table(spark.session(), settings, spec)
+        except TributaryError as exc:
+            raise no_retry_failure(exc) from exc
+        if backfill is not None:
+            yield MaterializeResult(asset_key=asset_key(spec.name), metadata=range_metadata(backfill))
+            return
+        if partitioned:
+            _log_changed_days(context, spark, settings, spec, partitions, started)
         for out in spec.outputs():
             yield MaterializeResult(asset_key=asset_key(out.name), metadata=report_metadata(report, out.name))
 
     return _asset
 
 
-def build_table_assets(registry: Registry) -> list:
-    """One asset definition per spec in the registry."""
-    return [build_table_asset(spec) for spec in registry]
+def range_metadata(report: RangeReport) -> dict[str, MetadataValue]:
+    """A backfill's or reprocess's numbers as Dagster metadata."""
+    return as_metadata(report.numbers())
+
+
+def _log_changed_days(
+    context: AssetExecutionContext,
+    spark: SparkResource,
+    settings: Settings,
+    spec: TableSpec,
+    partitions: DailyPartitionsDefinition,
+    since: datetime,
+) -> None:
+    """Record the days an incremental run changed as materialized partitions, so the UI shows which days hold data."""
+    known = set(partitions.get_partition_keys())
+    for day in changed_days(spark.session(), settings, spec.output, since):
+        if day.isoformat() in known:
+            context.log_event(
+                AssetMaterialization(
+                    asset_key=asset_key(spec.name),
+                    partition=day.isoformat(),
+                    metadata={"written_by": MetadataValue.text("incremental run")},
+                )
+            )
+
+
+def build_table_assets(registry: Registry, settings: Settings | None = None) -> list:
+    """One asset definition per spec in the registry; day-partitioned gold tables get daily partitions."""
+    partitions = daily_partitions(settings or Settings.from_env())
+    return [build_table_asset(spec, partitions) for spec in registry]

@@ -4,8 +4,14 @@ from __future__ import annotations
 
 from dagster import AssetSelection, Definitions, define_asset_job, in_process_executor
 
+from infra.settings import Settings
 from orchestration.assets import build_table_assets
+from orchestration.checks import build_asset_checks
+from orchestration.maintenance import build_maintenance_assets, compaction_sensor, maintenance_job, maintenance_schedule
+from orchestration.reprocess import build_full_refresh_job, build_reprocess_job
 from orchestration.resources import SparkResource
+from orchestration.schedules import build_pipeline_schedule
+from orchestration.sensors import build_landing_sensor, build_run_failure_sensor
 from pipelines.datasets import default_registry
 
 PIPELINE_JOB = "tributary_pipeline"
@@ -15,6 +21,7 @@ LAYER_GROUPS = ("bronze", "silver", "gold")
 def build_definitions() -> Definitions:
     """Assets, the whole-pipeline job (in-process: one run, one JVM) and resources."""
     registry = default_registry()
+    settings = Settings.from_env()
     pipeline_job = define_asset_job(
         PIPELINE_JOB,
         selection=AssetSelection.groups(*LAYER_GROUPS),
@@ -22,8 +29,17 @@ def build_definitions() -> Definitions:
         description="Every table bronze → silver → gold, incrementally, in one process sharing one SparkSession.",
     )
     return Definitions(
-        assets=build_table_assets(registry),
-        jobs=[pipeline_job],
+        assets=build_table_assets(registry, settings) + build_maintenance_assets(registry),
+        asset_checks=build_asset_checks(registry),
+        jobs=[pipeline_job, maintenance_job, build_reprocess_job(registry), build_full_refresh_job(registry)],
+        schedules=[maintenance_schedule, build_pipeline_schedule(pipeline_job, settings)],
+        sensors=[
+            compaction_sensor,
+            build_landing_sensor(registry, pipeline_job, settings),
+            build_run_failure_sensor(settings),
+        ],
+        # Runs launched from the UI, backfills included, share one process and one SparkSession too.
+        executor=in_process_executor,
         resources={"spark": SparkResource()},
     )
 

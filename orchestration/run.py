@@ -12,6 +12,7 @@ from infra.errors import PipelineError
 from infra.settings import Settings
 
 DAGSTER_YAML = Path(__file__).resolve().parent.parent / "infra" / "dagster.yaml"
+MARKER = "# Local Dagster instance for the embedded deployment"
 
 
 def dagster_home(settings: Settings) -> Path:
@@ -19,7 +20,9 @@ def dagster_home(settings: Settings) -> Path:
     home = Path(os.environ.get("DAGSTER_HOME") or settings.home / "dagster")
     home.mkdir(parents=True, exist_ok=True)
     target = home / "dagster.yaml"
-    if not target.exists() and DAGSTER_YAML.exists():
+    # Refresh our own instance config (it gains settings over time); never touch a yaml someone wrote by hand.
+    ours = not target.exists() or target.read_text().startswith(MARKER)
+    if ours and DAGSTER_YAML.exists():
         target.write_text(DAGSTER_YAML.read_text())
     os.environ["DAGSTER_HOME"] = str(home)
     return home

@@ -77,22 +77,40 @@ def file_read_schema(source: FileSource) -> StructType:
     return StructType([*source.schema.fields, StructField(CORRUPT_COLUMN, StringType(), True)])
 
 
+def file_reader_options(source: FileSource) -> dict[str, str]:
+    """Reader options of a file source (corrupt-record capture, CSV header, the spec's own options).
+
+    Shared by the incremental stream and the batch re-read of `pipelines.reprocess`, so both parse alike.
+    """
+    options: dict[str, str] = {}
+    if source.format in ("json", "csv"):
+        options.update(mode="PERMISSIVE", columnNameOfCorruptRecord=CORRUPT_COLUMN)
+    if source.format == "csv":
+        options["header"] = "true"
+    options.update(dict(source.options))
+    return options
+
+
 def read_files(spark: SparkSession, settings: Settings, source: FileSource, table: str) -> DataFrame:
     """A streaming DataFrame over the landing folder with lineage columns `_source_file`, `_ingested_at`."""
     check_landing(settings, source, table)
     reader = spark.readStream.format(source.format).schema(file_read_schema(source))
-    if source.format in ("json", "csv"):
-        reader = reader.option("mode", "PERMISSIVE").option("columnNameOfCorruptRecord", CORRUPT_COLUMN)
-    if source.format == "csv":
-        reader = reader.option("header", "true")
+    reader = reader.options(**file_reader_options(source))
     if source.max_files_per_trigger:
         reader = reader.option("maxFilesPerTrigger", str(source.max_files_per_trigger))
-    for key, value in source.options:
-        reader = reader.option(key, value)
     df = reader.load(str(landing_folder(settings, source)))
     return df.withColumn("_source_file", F.col("_metadata.file_path")).withColumn("_ingested_at", F.current_timestamp())
 
 
 def read_table(spark: SparkSession, fmt: TableFormat, source: TableSource) -> DataFrame:
-    """A streaming DataFrame over the appends of an upstream Iceberg table."""
-    return spark.readStream.format("iceberg").load(fmt.qualified(source.table))
+    """A streaming DataFrame over the appends of an upstream Iceberg table.
+
+    Overwrite and delete snapshots are skipped: only a reprocess or a backfill (`pipelines.reprocess`) makes
+    them, replacing rows the stream has already carried downstream, so re-reading them would add them twice.
+    """
+    return (
+        spark.readStream.format("iceberg")
+        .option("streaming-skip-overwrite-snapshots", "true")
+        .option("streaming-skip-delete-snapshots", "true")
+        .load(fmt.qualified(source.table))
+    )

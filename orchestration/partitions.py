@@ -1,0 +1,43 @@
+"""Daily partitions for day-partitioned gold tables, and the date ranges a partitioned run covers.
+
+A spec gets daily partitions when its sink recomputes keys (`RecomputeMergeSink`) and its table is partitioned by
+a date column: then one day is one partition, and a backfill of some days recomputes exactly those days.
+"""
+
+from __future__ import annotations
+
+from datetime import date
+
+from dagster import AssetExecutionContext, DailyPartitionsDefinition
+from pyspark.sql.types import DateType
+
+from infra.errors import ConfigError
+from infra.settings import Settings
+from pipelines.registry import TableSpec
+from pipelines.reprocess import day_column
+from pipelines.sinks import RecomputeMergeSink
+
+
+def daily_partition_column(spec: TableSpec) -> str | None:
+    """The date column a spec's table is partitioned by when its asset should have daily partitions, else None."""
+    if not isinstance(spec.sink, RecomputeMergeSink):
+        return None
+    try:
+        column = day_column(spec.output)
+    except ConfigError:
+        return None
+    return column if isinstance(spec.output.schema[column].dataType, DateType) else None
+
+
+def daily_partitions(settings: Settings) -> DailyPartitionsDefinition:
+    """One partition per UTC day from `TRIBUTARY_PARTITIONS_START` up to and including today.
+
+    Today is included (end_offset=1) because the incremental runs keep the current day up to date as well.
+    """
+    return DailyPartitionsDefinition(start_date=settings.partitions_start, end_offset=1, timezone="UTC")
+
+
+def partition_days(context: AssetExecutionContext) -> tuple[date, date]:
+    """The first and last day of a partitioned run (one day, or a range from a single-run backfill)."""
+    keys = context.partition_key_range
+    return date.fromisoformat(keys.start), date.fromisoformat(keys.end)
