@@ -22,8 +22,7 @@ lint: setup
 	$(BIN)/ruff format --check .
 
 ui: setup
-	@mkdir -p $(DAGSTER_HOME)
-	@test -f $(DAGSTER_HOME)/dagster.yaml || cp infra/dagster.yaml $(DAGSTER_HOME)/dagster.yaml
+	@$(BIN)/python -c 'from infra.settings import Settings; from orchestration.run import dagster_home; dagster_home(Settings.from_env())'
 	$(BIN)/dagster dev -w workspace.yaml -h 127.0.0.1 -p $(UI_PORT)
 
 sql: setup

@@ -71,6 +71,7 @@ def _demo(args: argparse.Namespace, settings: Settings) -> int:
         print(f"generated {report.lines} events in {len(report.files)} files under {landed}")
     else:
         print(f"landing zone {landed} already has files: not generating more")
+    _demo_clickstream(args, settings)
     started = time.perf_counter()
     numbers = materialize_pipeline(settings)
     print(format_numbers(numbers))
@@ -79,6 +80,22 @@ def _demo(args: argparse.Namespace, settings: Settings) -> int:
     print("  make ui                                   # Dagster UI (dagster dev) on http://127.0.0.1:3000")
     print("  .venv/bin/tributary query 'SELECT * FROM gold.daily_revenue ORDER BY revenue DESC LIMIT 10'")
     return 0
+
+
+def _demo_clickstream(args: argparse.Namespace, settings: Settings) -> None:
+    """Land the clickstream demo (impressions, clicks, catalog, customer changes) once, a fifth of --rows."""
+    from pipelines.demo.clickstream import LANDING_FOLDERS, generate_clickstream
+
+    folders = [settings.landing / name for name in LANDING_FOLDERS]
+    if any(p.is_dir() and any(p.iterdir()) for p in folders):
+        return
+    report = generate_clickstream(
+        settings.landing, impressions=max(args.rows // 5, 100), files=min(args.files, 4), seed=args.seed
+    )
+    print(
+        f"generated the clickstream demo: {report.impressions} impressions, {report.clicks} clicks, "
+        f"{report.products} products, {report.changes} customer changes under {settings.landing}"
+    )
 
 
 def _query(args: argparse.Namespace, settings: Settings) -> int:
@@ -121,6 +138,14 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, Handler]]:
     query.add_argument("sql")
     query.add_argument("--limit", type=int, default=50)
     handlers["query"] = _query
+
+    from infra.sql_cli import register as register_sql
+
+    register_sql(sub, handlers)  # sql, sql-server, history
+
+    from infra.quality_cli import register as register_quality
+
+    register_quality(sub, handlers)  # quality report, quality check
     return parser, handlers
 
 

@@ -5,7 +5,8 @@ cd "$(dirname "$0")/.."
 
 VENV=${VENV:-.venv}
 PYTHON=${PYTHON:-python3.11}
-APT_PACKAGES="libjarjar-java libxerial-sqlite-jdbc-java libxerial-sqlite-jdbc-jni"
+# chromium: the UI smoke test takes a headless screenshot of the Dagster asset graph.
+APT_PACKAGES="libjarjar-java libxerial-sqlite-jdbc-java libxerial-sqlite-jdbc-jni chromium"
 
 say() { printf '\033[1m[setup]\033[0m %s\n' "$*"; }
 die() { printf 'setup: error: %s\n' "$*" >&2; exit 1; }

@@ -16,6 +16,7 @@ from pyspark.sql import SparkSession
 
 from infra.settings import Settings
 from infra.spark import get_spark
+from pipelines.demo.clickstream import ensure_landing_folders
 
 _counter = itertools.count()
 # Small data: few shuffle partitions. Set in the environment so settings built by Dagster resources agree.
@@ -27,7 +28,10 @@ def make_settings(root: Path) -> Settings:
     from dataclasses import replace
 
     base = Settings.from_env(home=root)
-    return replace(base.with_home(root), catalog_name=f"t{next(_counter)}")
+    settings = replace(base.with_home(root), catalog_name=f"t{next(_counter)}")
+    # Tests that land only e-commerce events still run the whole registry: the clickstream reads empty folders.
+    ensure_landing_folders(settings.landing)
+    return settings
 
 
 @pytest.fixture(scope="session")

@@ -38,9 +38,7 @@ class KillingSink:
 
 def main() -> None:
     home, catalog, target, batch_id, when = sys.argv[1:6]
-    settings = dataclasses.replace(
-        Settings.from_env(home=home).with_home(Path(home)), catalog_name=catalog
-    )
+    settings = dataclasses.replace(Settings.from_env(home=home).with_home(Path(home)), catalog_name=catalog)
     specs = [
         dataclasses.replace(spec, sink=KillingSink(spec.sink, int(batch_id), when)) if spec.name == target else spec
         for spec in crash_registry()

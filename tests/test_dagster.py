@@ -12,6 +12,7 @@ from dagster import AssetKey, DagsterInstance
 
 from orchestration.definitions import PIPELINE_JOB, build_definitions
 from orchestration.resources import SparkResource
+from pipelines.demo.clickstream import generate_clickstream
 from pipelines.demo.generator import generate
 from tests.helpers import ALL_TABLES, table
 
@@ -47,6 +48,7 @@ def test_assets_follow_the_registry():
 def test_pipeline_job_materializes_everything_with_metadata(spark, fresh_settings, tmp_path):
     s = fresh_settings
     gen = generate(s.landing, rows=2000, files=3, seed=9)
+    generate_clickstream(s.landing, impressions=400, files=2, seed=9)
     defs = build_definitions()
     job = defs.resolve_job_def(PIPELINE_JOB)
     resource = SparkResource(home=str(s.home), catalog_name=s.catalog_name)

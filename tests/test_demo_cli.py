@@ -35,6 +35,24 @@ def test_demo_twice_adds_nothing(tmp_path):
         "silver.events_quarantine",
         "gold.daily_revenue",
         "gold.event_counts_5m",
+        # the clickstream dataset (docs/streaming.md)
+        "bronze.impressions",
+        "bronze.clicks",
+        "silver.products",
+        "silver.impressions",
+        "silver.customers",
+        "silver.customers_history",
+        "gold.ad_clicks",
+        "gold.ad_clicks_late",
+        "gold.impressions_10m",
+        "gold.impressions_10m_late",
+        "gold.impressions_sliding_10m",
+        "gold.impressions_sliding_10m_late",
+        "gold.user_sessions",
+        "gold.user_sessions_late",
+        "gold.user_visits",
+        "gold.user_visits_late",
+        "gold.clicks_by_category",
     }
     assert rows["bronze.events"][0] == "3000"  # rows in
     assert rows["bronze.events"][-1] == "3000"  # table rows
