@@ -78,7 +78,7 @@ def _demo(args: argparse.Namespace, settings: Settings) -> int:
     print(f"\npipeline materialized through Dagster in {time.perf_counter() - started:.1f} s")
     print("\nNext:")
     print("  make ui                                   # Dagster UI (dagster dev) on http://127.0.0.1:3000")
-    print("  .venv/bin/tributary query 'SELECT * FROM gold.daily_revenue ORDER BY revenue DESC LIMIT 10'")
+    print("  .venv/bin/tributary sql 'SELECT * FROM gold.daily_revenue ORDER BY revenue DESC LIMIT 10'")
     return 0
 
 

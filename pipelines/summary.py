@@ -58,12 +58,13 @@ def report_numbers(reports: Iterable[RunReport]) -> dict[str, dict[str, Any]]:
 
 def format_numbers(numbers: Mapping[str, Mapping[str, Any]]) -> str:
     """An aligned table: one line per table."""
-    header = f"{'table':<28}" + "".join(f"{title:>11}" for _, title in COLUMNS)
+    width = max([28, *(len(t) + 2 for t in numbers)])
+    header = f"{'table':<{width}}" + "".join(f"{title:>11}" for _, title in COLUMNS)
     lines = [header, "-" * len(header)]
     for table, row in numbers.items():
         cells = []
         for key, _ in COLUMNS:
             value = row.get(key, "-")
             cells.append(f"{value:>11.2f}" if isinstance(value, float) else f"{value!s:>11}")
-        lines.append(f"{table:<28}" + "".join(cells))
+        lines.append(f"{table:<{width}}" + "".join(cells))
     return "\n".join(lines)
