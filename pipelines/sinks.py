@@ -118,6 +118,7 @@ class ValidateDedupeSink:
         stats = batch.agg(
             F.count(F.lit(1)).alias("rows"),
             F.sum((~is_valid).cast("long")).alias("invalid"),
+            F.sum((is_valid & (F.size(WARNINGS_COLUMN) > 0)).cast("long")).alias("warned"),
             F.min(F.when(is_valid, F.col(self.time_column))).alias("lo"),
             F.max(F.when(is_valid, F.col(self.time_column))).alias("hi"),
             *rule_failure_counts(self.rules),
@@ -143,7 +144,7 @@ class ValidateDedupeSink:
         valid_rows = stats["rows"] - invalid
         if valid_rows == 0:
             return
-        ctx.metrics["rows_with_warnings"] += batch.filter(is_valid & (F.size(WARNINGS_COLUMN) > 0)).count()
+        ctx.metrics["rows_with_warnings"] += stats["warned"] or 0
         if ctx.already_committed(ctx.table):
             ctx.metrics["replayed_batches_skipped"] += 1
             return
