@@ -31,6 +31,7 @@ def _setup(args: argparse.Namespace, settings: Settings) -> int:
 def _generate(args: argparse.Namespace, settings: Settings) -> int:
     from pipelines.demo.generator import generate
 
+    settings.require_writable("landing")
     try:
         report = generate(
             settings.landing, rows=args.rows, files=args.files, seed=args.seed, days=args.days, progress=True
@@ -65,6 +66,7 @@ def _demo(args: argparse.Namespace, settings: Settings) -> int:
     from pipelines.demo.generator import generate
     from pipelines.summary import format_numbers
 
+    settings.require_writable("landing")
     landed = settings.landing / "events"
     if not landed.is_dir() or not any(landed.glob("*.json")):
         report = generate(settings.landing, rows=args.rows, files=args.files, seed=args.seed, progress=True)

@@ -2,12 +2,20 @@
 
 Every path defaults to a folder under `TRIBUTARY_HOME` (default `./.tributary`), which is the embedded,
 laptop-sized deployment: local Spark, a SQLite-backed Iceberg catalog, files on local disk. A cluster
-deployment changes settings only (`TRIBUTARY_SPARK_MASTER`, `TRIBUTARY_CATALOG_URI`, `TRIBUTARY_WAREHOUSE`).
+deployment changes settings only (`TRIBUTARY_SPARK_MASTER`, `TRIBUTARY_CATALOG_URI`, `TRIBUTARY_WAREHOUSE`,
+`TRIBUTARY_BIND_ADDRESS`).
+
+Every value is checked here, before any JVM starts, and a bad one raises `ConfigError` naming the variable and
+the fix; `Settings.require_writable` checks the folders a command will write.
 """
 
 from __future__ import annotations
 
+import ipaddress
 import os
+import re
+import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import date
 from pathlib import Path
@@ -23,11 +31,110 @@ def _env(name: str, default: str | None = None) -> str | None:
     return value if value not in (None, "") else default
 
 
-def _positive_int(name: str, default: str) -> int:
-    value = _env(name, default)
-    if not value.isdigit() or int(value) < 1:
-        raise ConfigError(f"{PREFIX}{name} must be a positive integer, got {value!r}")
+def _require_positive_int(setting: str, value: str) -> int:
+    """`value` as an int, or `ConfigError` naming `setting` when it is not a positive integer."""
+    if not (value.isascii() and value.isdigit()) or int(value) < 1:
+        raise ConfigError(f"{setting} must be a positive integer, got {value!r}")
     return int(value)
+
+
+def _positive_int(name: str, default: str) -> int:
+    return _require_positive_int(PREFIX + name, _env(name, default))
+
+
+# JVM heap sizes as `-Xmx` takes them: a whole number and a unit (k, m, g, t); Spark needs a 450m heap or more.
+_MEMORY = re.compile(r"([1-9][0-9]*)([kmgt])", re.IGNORECASE)
+_MEMORY_UNITS = "kmgt"
+_MIN_DRIVER_MEMORY_MB = 450
+# Masters Spark 3.5 accepts: local threads (and failures), local-cluster, standalone, YARN, Kubernetes, Mesos.
+_MASTER = re.compile(
+    r"local(\[([1-9][0-9]*|\*)(\s*,\s*[1-9][0-9]*)?\])?"
+    r"|local-cluster\[\s*[1-9][0-9]*\s*,\s*[1-9][0-9]*\s*,\s*[1-9][0-9]*\s*\]"
+    r"|spark://[^\s/:,]+:[0-9]+(,[^\s/:,]+:[0-9]+)*"
+    r"|yarn|k8s://\S+|mesos://\S+"
+)
+_HOST_NAME = re.compile(r"[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?)*")
+LOOPBACK = "127.0.0.1"
+
+
+def _check_memory(setting: str, value: str) -> None:
+    match = _MEMORY.fullmatch(value)
+    if not match:
+        raise ConfigError(
+            f"{setting}={value!r} is not a JVM memory size; use a whole number and a unit k, m, g or t, e.g. 512m or 4g"
+        )
+    megabytes = int(match[1]) * 1024 ** _MEMORY_UNITS.index(match[2].lower()) / 1024
+    if megabytes < _MIN_DRIVER_MEMORY_MB:
+        raise ConfigError(
+            f"{setting}={value!r} is too small: Spark needs at least {_MIN_DRIVER_MEMORY_MB}m; use e.g. 512m or 4g"
+        )
+
+
+def _check_master(setting: str, value: str) -> None:
+    if not _MASTER.fullmatch(value):
+        raise ConfigError(
+            f"{setting}={value!r} is not a Spark master URL; use local, local[N], local[*], local[N,F], "
+            "spark://host:port, yarn or k8s://https://host:port"
+        )
+
+
+def _check_address(setting: str, value: str) -> None:
+    try:
+        ipaddress.ip_address(value)
+    except ValueError:
+        if not _HOST_NAME.fullmatch(value):
+            raise ConfigError(
+                f"{setting}={value!r} is not an IP address or host name; use e.g. 127.0.0.1 (this machine "
+                "only) or the address cluster executors reach the driver on"
+            ) from None
+
+
+# Spark keys that Tributary sets from its own variables: in `TRIBUTARY_SPARK_CONF` they obey the same rule.
+SPARK_KEYS: dict[str, tuple[str, Callable[[str, str], object]]] = {
+    "spark.master": ("TRIBUTARY_SPARK_MASTER", _check_master),
+    "spark.driver.memory": ("TRIBUTARY_DRIVER_MEMORY", _check_memory),
+    "spark.sql.shuffle.partitions": ("TRIBUTARY_SHUFFLE_PARTITIONS", _require_positive_int),
+    "spark.driver.bindAddress": ("TRIBUTARY_BIND_ADDRESS", _check_address),
+    "spark.driver.host": ("TRIBUTARY_BIND_ADDRESS", _check_address),
+}
+
+
+def spark_conf_label(key: str) -> str:
+    """How messages name Spark setting `key` given in `TRIBUTARY_SPARK_CONF`."""
+    return f"TRIBUTARY_SPARK_CONF key {key}"
+
+
+def _writable_problem(path: Path) -> str | None:
+    """Why Tributary could not create or write folder `path`, or None when it can."""
+    existing = path
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        return f"{existing} is not a folder"
+    if not os.access(existing, os.W_OK | os.X_OK):
+        return f"no permission to write in {existing}"
+    return None
+
+
+# Where each path setting lives under a home folder, as `from_env` and `with_home` place it.
+_UNDER_HOME = {
+    "home": ".",
+    "landing": "landing",
+    "warehouse": "warehouse",
+    "checkpoints": "checkpoints",
+    "catalog_db": "catalog.db",
+}
+
+
+def _writable_suggestion(name: str, avoid: Path) -> Path:
+    """A path for setting `name` whose folder could be created and written, outside folder `avoid`."""
+    roots = (Path.cwd() / ".tributary", Path.home() / ".tributary", Path(tempfile.gettempdir()) / "tributary")
+    for root in roots:
+        candidate = (root / _UNDER_HOME[name]).resolve()
+        folder = candidate.parent if name == "catalog_db" else candidate
+        if not folder.is_relative_to(avoid) and _writable_problem(folder) is None:
+            return candidate
+    return roots[-1] / _UNDER_HOME[name]
 
 
 @dataclass(frozen=True)
@@ -47,6 +154,8 @@ class Settings:
     driver_memory: str = "4g"
     jar_cache: Path = field(default_factory=lambda: Path.home() / ".cache" / "tributary" / "jars")
     spark_conf: tuple[tuple[str, str], ...] = ()
+    # Address the driver's ports listen on; None: 127.0.0.1 for a local master, Spark's default otherwise.
+    bind_address: str | None = None
     # Orchestration (see docs/operations.md): pipeline schedule, sensor interval, first daily partition, alerts.
     pipeline_cron: str = "0 * * * *"
     sensor_interval_seconds: int = 30
@@ -68,9 +177,6 @@ class Settings:
                         "(expected e.g. 'spark.executor.memory=4g,spark.sql.shuffle.partitions=8')"
                     )
                 extra[key.strip()] = value.strip()
-        shuffle = _env("SHUFFLE_PARTITIONS", "4")
-        if not shuffle.isdigit() or int(shuffle) < 1:
-            raise ConfigError(f"TRIBUTARY_SHUFFLE_PARTITIONS must be a positive integer, got {shuffle!r}")
         settings = cls(
             home=root,
             landing=Path(_env("LANDING", str(root / "landing"))).expanduser().resolve(),
@@ -81,10 +187,11 @@ class Settings:
             catalog_name=_env("CATALOG_NAME", "tributary"),
             table_format=_env("TABLE_FORMAT", "iceberg"),
             spark_master=_env("SPARK_MASTER", "local[*]"),
-            shuffle_partitions=int(shuffle),
+            shuffle_partitions=_positive_int("SHUFFLE_PARTITIONS", "4"),
             driver_memory=_env("DRIVER_MEMORY", "4g"),
             jar_cache=Path(_env("JAR_CACHE", str(Path.home() / ".cache" / "tributary" / "jars"))).expanduser(),
             spark_conf=tuple(sorted(extra.items())),
+            bind_address=_env("BIND_ADDRESS"),
             pipeline_cron=_env("PIPELINE_CRON", "0 * * * *"),
             sensor_interval_seconds=_positive_int("SENSOR_INTERVAL", "30"),
             partitions_start=_env("PARTITIONS_START", "2026-01-01"),
@@ -107,6 +214,63 @@ class Settings:
             ) from None
         if not self.catalog_name.isidentifier() or not self.catalog_name.islower():
             raise ConfigError(f"TRIBUTARY_CATALOG_NAME={self.catalog_name!r} must be a lower-case identifier")
+        _check_master("TRIBUTARY_SPARK_MASTER", self.spark_master)
+        _check_memory("TRIBUTARY_DRIVER_MEMORY", self.driver_memory)
+        _require_positive_int("TRIBUTARY_SHUFFLE_PARTITIONS", str(self.shuffle_partitions))
+        if self.bind_address is not None:
+            _check_address("TRIBUTARY_BIND_ADDRESS", self.bind_address)
+        for key, value in self.spark_conf:
+            if key in SPARK_KEYS:
+                SPARK_KEYS[key][1](spark_conf_label(key), value)
+
+    def require_writable(self, *names: str) -> None:
+        """Raise `ConfigError` unless the folders `names` (e.g. "home", "checkpoints") can be created and written.
+
+        Each name is a path attribute (for `catalog_db`, the database's folder); the message names the variable,
+        the path and a path that would work. Nothing is created.
+        """
+        for name in names:
+            path: Path = getattr(self, name)
+            is_file = name == "catalog_db"
+            folder = path.parent if is_file else path
+            problem = _writable_problem(folder)
+            if problem is not None:
+                setting = PREFIX + name.upper()
+                raise ConfigError(
+                    f"{setting}={path} is not writable ({problem}); set {setting} to a "
+                    f"{'file' if is_file else 'folder'} you can write, e.g. {_writable_suggestion(name, folder)}"
+                )
+
+    def spark_sources(self) -> list[tuple[str, str, str]]:
+        """(Spark key, the setting that decides it, its value) for every Spark key the user controls.
+
+        `TRIBUTARY_SPARK_CONF` entries first, then Tributary's own variables for the keys they did not override.
+        """
+        sources = [(key, spark_conf_label(key), value) for key, value in self.spark_conf]
+        given = dict(self.spark_conf)
+        own = {
+            "spark.master": self.spark_master,
+            "spark.driver.memory": self.driver_memory,
+            "spark.sql.shuffle.partitions": str(self.shuffle_partitions),
+            "spark.driver.bindAddress": self.listen_address,
+        }
+        for key, value in own.items():
+            if key not in given and value is not None:
+                sources.append((key, SPARK_KEYS[key][0], value))
+        return sources
+
+    @property
+    def local_master(self) -> bool:
+        """True when Spark runs on this machine only (`local...` masters)."""
+        master = dict(self.spark_conf).get("spark.master", self.spark_master)
+        return master.startswith("local")
+
+    @property
+    def listen_address(self) -> str | None:
+        """Where the driver, block manager and UI listen: `TRIBUTARY_BIND_ADDRESS`, else loopback when local."""
+        if self.bind_address is not None:
+            return self.bind_address
+        return LOOPBACK if self.local_master else None
 
     def with_home(self, home: Path) -> Settings:
         """The same settings rooted at another home folder (used by tests and benchmarks)."""

@@ -2,17 +2,24 @@
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import sys
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
+from py4j.protocol import Py4JError, Py4JJavaError
+from pyspark.errors import PySparkException, PySparkRuntimeError
+from pyspark.errors.exceptions.captured import CapturedException
 from pyspark.sql import SparkSession
 
 from infra.catalog import pyiceberg_catalog, spark_catalog_conf
+from infra.errors import ConfigError
 from infra.jars import spark_jars
 from infra.java import require_java
-from infra.settings import Settings
+from infra.settings import Settings, spark_conf_label
 
 _lock = threading.Lock()
 
@@ -36,7 +43,82 @@ def _engine(settings: Settings) -> tuple:
         settings.spark_conf,
         settings.jar_cache,
         settings.uses_sqlite,
+        settings.listen_address,
     )
+
+
+def _is_wildcard(address: str) -> bool:
+    """True for 0.0.0.0 / :: (every interface): an address to bind, never one to advertise."""
+    try:
+        return ipaddress.ip_address(address).is_unspecified
+    except ValueError:
+        return False
+
+
+def _listen_conf(settings: Settings) -> dict[str, str]:
+    """Bind the driver's RPC and block-manager ports to `settings.listen_address` and advertise it."""
+    address = settings.listen_address
+    if address is None:
+        return {}
+    conf = {"spark.driver.bindAddress": address}
+    if not _is_wildcard(address):
+        conf["spark.driver.host"] = address
+    return conf
+
+
+@contextmanager
+def _launch_env(settings: Settings) -> Iterator[None]:
+    """Set SPARK_LOCAL_IP while the JVM starts: Spark 3.5's UI binds to it (no config key), else to 0.0.0.0."""
+    address = settings.listen_address
+    if address is None or _is_wildcard(address):
+        yield
+        return
+    previous = os.environ.get("SPARK_LOCAL_IP")
+    os.environ["SPARK_LOCAL_IP"] = address
+    try:
+        yield
+    finally:
+        if previous is None:
+            os.environ.pop("SPARK_LOCAL_IP", None)
+        else:
+            os.environ["SPARK_LOCAL_IP"] = previous
+
+
+def _java_cause(exc: Exception) -> str:
+    """The message of the innermost Java exception behind `exc`, on one line."""
+    message = str(exc)
+    try:
+        if isinstance(exc, CapturedException):
+            while exc.cause is not None:
+                exc = exc.cause
+            message = exc.desc
+        elif isinstance(exc, Py4JJavaError):
+            throwable = exc.java_exception
+            while throwable.getCause() is not None:
+                throwable = throwable.getCause()
+            message = throwable.getMessage() or throwable.toString()
+    except Py4JError:  # the JVM is gone: keep Python's text
+        pass
+    return " ".join(message.split()).rstrip(".")
+
+
+def _start_failure(settings: Settings, exc: Exception) -> ConfigError:
+    """One line naming the setting Spark rejected at start-up (matched by key, then by value) and the fix."""
+    if isinstance(exc, PySparkRuntimeError) and exc.getErrorClass() == "JAVA_GATEWAY_EXITED":
+        cause = "its JVM exited at once (Spark's own message is above)"
+    else:
+        cause = _java_cause(exc)
+    sources = settings.spark_sources()
+    culprit = next((s for s in sources if s[0] in cause), None)
+    culprit = culprit or next((s for s in sources if len(s[2]) > 1 and s[2] in cause), None)
+    if culprit is not None:
+        _, label, value = culprit
+        return ConfigError(f"{label}={value!r} was rejected by Spark at start-up: {cause}; fix or remove it")
+    suspects = [s for s in sources if s[1] == spark_conf_label(s[0])] or [
+        s for s in sources if s[0] in ("spark.master", "spark.driver.memory")
+    ]
+    hint = ", ".join(f"{label}={value!r}" for _, label, value in suspects)
+    return ConfigError(f"Spark did not start: {cause}; check {hint}")
 
 
 def spark_conf(settings: Settings) -> dict[str, str]:
@@ -58,6 +140,7 @@ def spark_conf(settings: Settings) -> dict[str, str]:
         "spark.sql.warehouse.dir": str(settings.home / "spark-warehouse"),
         "spark.driver.extraJavaOptions": f"-Dderby.system.home={settings.home / 'derby'}",
     }
+    conf.update(_listen_conf(settings))
     if jars.native_lib_dir:
         conf["spark.driver.extraLibraryPath"] = str(jars.native_lib_dir)
         conf["spark.executor.extraLibraryPath"] = str(jars.native_lib_dir)
@@ -70,9 +153,11 @@ def get_spark(settings: Settings) -> SparkSession:
     """Return the process's SparkSession for `settings`, building it on first use.
 
     One JVM per process. Settings that differ only in their catalog (another catalog name, database and
-    warehouse) register that catalog on the running session; anything else restarts the session.
+    warehouse) register that catalog on the running session; anything else restarts the session. Folders that
+    cannot be written and settings Spark rejects at start-up raise `ConfigError` naming the setting.
     """
     global _active
+    settings.require_writable("home", "warehouse", "checkpoints", *(("catalog_db",) if settings.uses_sqlite else ()))
     with _lock:
         catalog = spark_catalog_conf(settings)
         if _active is not None:
@@ -97,7 +182,17 @@ def get_spark(settings: Settings) -> SparkSession:
         builder = SparkSession.builder
         for key, value in spark_conf(settings).items():
             builder = builder.config(key, value)
-        session = builder.getOrCreate()
+        session = None
+        try:
+            with _launch_env(settings):
+                session = builder.getOrCreate()
+            # Builds the session state now, so Spark checks every spark.sql.* value at start-up, not mid-run.
+            session.conf.get("spark.sql.session.timeZone")
+        except (PySparkException, Py4JError) as exc:
+            error = _start_failure(settings, exc)
+            if session is not None:
+                session.stop()
+            raise error from None
         session.sparkContext.setLogLevel("ERROR")
         _active = _Active(_engine(settings), session, {settings.catalog_name: catalog})
         return session
