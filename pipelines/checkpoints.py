@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from infra.errors import PipelineError
+from infra.paths import canonical
 from infra.settings import Settings
 from pipelines.registry import Registry
 
@@ -54,6 +55,48 @@ def _batch_files(folder: Path) -> dict[int, Path]:
     if not folder.is_dir():
         return {}
     return {int(p.name): p for p in folder.iterdir() if p.name.isdigit() and p.is_file()}
+
+
+def pending_batch(checkpoint: Path) -> int | None:
+    """The id of a batch that was planned (`offsets/<n>`) but never committed (`commits/<n>`), if any.
+
+    Spark re-runs such a batch first when the query restarts, with the same input it planned.
+    """
+    offsets = _batch_files(checkpoint / "offsets")
+    if not offsets:
+        return None
+    last = max(offsets)
+    return None if last in _batch_files(checkpoint / "commits") else last
+
+
+@dataclass(frozen=True)
+class SeenFile:
+    """A file a file-source stream has planned into a batch, as its source log records it."""
+
+    path: str  # canonical local path (see infra.paths.canonical)
+    modified_ms: int
+    batch_id: int
+
+
+def seen_files(checkpoint: Path) -> dict[str, SeenFile]:
+    """Every file the file source of the query at `checkpoint` has planned, by canonical path.
+
+    Spark's file source logs each batch's files in `sources/0/<n>` (JSON lines after a version line) and
+    compacts them every few batches into `<n>.compact`; it never reads a logged path again.
+    """
+    log = checkpoint / "sources" / "0"
+    out: dict[str, SeenFile] = {}
+    if not log.is_dir():
+        return out
+    logged = [p for p in log.iterdir() if p.name.removesuffix(".compact").isdigit()]
+    for path in sorted(logged, key=lambda p: int(p.name.removesuffix(".compact"))):
+        for line in path.read_text(errors="replace").splitlines():
+            if not line.startswith("{"):
+                continue
+            entry = json.loads(line)
+            name = canonical(entry["path"])
+            out[name] = SeenFile(name, int(entry.get("timestamp", 0)), int(entry.get("batchId", 0)))
+    return out
 
 
 def _snapshot_ids(text: str, path: Path) -> list[int]:

@@ -24,9 +24,7 @@ import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
-from pathlib import Path
 from typing import Any
-from urllib.parse import unquote, urlparse
 
 from pyspark.errors import AnalysisException
 from pyspark.sql import Column, DataFrame, SparkSession, Window
@@ -34,12 +32,13 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import DateType, TimestampNTZType, TimestampType
 
 from infra.errors import ConfigError, PipelineError
+from infra.paths import local_path
 from infra.settings import Settings
 from pipelines.formats import TableFormat, table_format
 from pipelines.registry import FileSource, OutputTable, Registry, TableSource, TableSpec
 from pipelines.runner import RunReport, prepare_tables, run_table
 from pipelines.sinks import AppendSink, RecomputeMergeSink, ValidateDedupeSink
-from pipelines.sources import LINEAGE_COLUMNS, file_read_schema, file_reader_options
+from pipelines.sources import LINEAGE_COLUMNS, batch_read_files
 from quality.rules import REASONS_COLUMN, rule_failure_counts
 
 # `_batch_id` of rows written by a reprocess rather than by a streaming batch.
@@ -212,11 +211,6 @@ def reprocess(
     return report
 
 
-def _local_path(uri: str) -> Path | None:
-    parsed = urlparse(uri)
-    return Path(unquote(parsed.path)) if parsed.scheme in ("", "file") else None
-
-
 def _reprocess_files(
     spark: SparkSession, settings: Settings, fmt: TableFormat, spec: TableSpec, condition: Column, report: RangeReport
 ) -> None:
@@ -236,7 +230,7 @@ def _reprocess_files(
     )
     files = [r._source_file for r in per_file.collect()]
     for uri in files:
-        path = _local_path(uri)
+        path = local_path(uri)
         if path is not None and not path.is_file():
             raise PipelineError(
                 f"table {spec.name}: cannot reprocess {report.start}..{report.end}: landing file {path}, ingested in "
@@ -246,13 +240,7 @@ def _reprocess_files(
     if not files:
         rows = spark.createDataFrame([], spec.output.schema)
     else:
-        read = (
-            spark.read.format(source.format)
-            .schema(file_read_schema(source))
-            .options(**file_reader_options(source))
-            .load(files)
-            .withColumn("_source_file", F.col("_metadata.file_path"))
-        )
+        read = batch_read_files(spark, source, files)
         rows = spec.transform(read.join(F.broadcast(per_file), "_source_file")).filter(condition)
     report.snapshot_id = _replace_range(spark, fmt, spec.output, rows, condition, "reprocess")
 

@@ -1,20 +1,27 @@
-"""Streaming sources: landed files with explicit schemas and corrupt-record capture, and upstream tables."""
+"""Streaming sources: landed files with explicit schemas and corrupt-record capture, and upstream tables.
+
+JSON lines are read as text, one row per non-blank line, and parsed with `from_json`: a line is one record, so
+a line holding a JSON array, binary garbage or bytes that are not UTF-8 becomes exactly one corrupt record
+(kept with invalid bytes replaced by U+FFFD, so every reader can decode it), and landed lines = bronze rows per
+file. Spark's own JSON reader would split an array into several rows and split garbage at carriage returns.
+"""
 
 from __future__ import annotations
 
-import bz2
-import gzip
 import os
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame, DataFrameReader, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql.streaming import DataStreamReader
 from pyspark.sql.types import StringType, StructField, StructType
 
 from infra.errors import PipelineError
+from infra.paths import canonical, misnamed_compression, open_landed
 from infra.settings import Settings
+from pipelines.checkpoints import pending_batch, seen_files
 from pipelines.formats import TableFormat
 from pipelines.registry import FileSource, TableSource
 
@@ -50,7 +57,66 @@ def check_landing(settings: Settings, source: FileSource, table: str) -> list[Pa
     return [p for p in files if p.is_file()]
 
 
-_OPENERS = {".gz": gzip.open, ".bz2": bz2.open}
+def landed_files(settings: Settings, source: FileSource) -> dict[str, Path]:
+    """Complete landed files by canonical path (dot- and underscore-files are in flight or hidden, as for Spark)."""
+    folder = landing_folder(settings, source)
+    if not folder.is_dir():
+        return {}
+    return {
+        canonical(str(p)): p for p in sorted(folder.iterdir()) if p.is_file() and not p.name.startswith((".", "_"))
+    }
+
+
+def modified_ms(path: Path) -> int:
+    """A file's modification time in milliseconds, as Spark's file source records it."""
+    return path.stat().st_mtime_ns // 1_000_000
+
+
+def check_landed_files(settings: Settings, source: FileSource, table: str, checkpoint: Path) -> dict[str, Path]:
+    """Refuse, naming the file, a landing folder whose files Spark would misread or silently skip.
+
+    - gzip data under a name without `.gz` would be read as garbage text;
+    - a file of an uncommitted (planned) batch that is gone would make its replay fail;
+    - a file already ingested whose modification time changed was replaced: Spark never reads a path twice, so
+      its new content would be lost without a word.
+    Returns the landed files (canonical path → path) for `check_all_read` after the run.
+    """
+    files = landed_files(settings, source)
+    for path in files.values():
+        compression = misnamed_compression(path)
+        if compression:
+            raise PipelineError(
+                f"table {table}: landing file {path} holds {compression} data but its name does not end in .gz; "
+                f"rename it to {path.name}.gz (nothing was written)"
+            )
+    seen = seen_files(checkpoint)
+    pending = pending_batch(checkpoint)
+    for entry in seen.values():
+        path = files.get(entry.path)
+        if entry.batch_id == pending:
+            if path is None:
+                raise PipelineError(
+                    f"table {table}: landing file {entry.path} was planned into batch {pending}, which a crash "
+                    "interrupted, and is gone; restore it and re-run (nothing of that batch was committed)"
+                )
+            continue
+        if path is not None and modified_ms(path) != entry.modified_ms:
+            raise PipelineError(
+                f"table {table}: landing file {path} was already ingested (batch {entry.batch_id}) and has been "
+                "replaced since; landed files are immutable: move it out of the landing folder and land the new "
+                "content under a new name (nothing was written)"
+            )
+    return files
+
+
+def check_all_read(table: str, landed: dict[str, Path], checkpoint: Path) -> None:
+    """After a bounded run, every file that was landed when it started must have been read."""
+    unread = sorted(set(landed) - set(seen_files(checkpoint)))
+    if unread:
+        raise PipelineError(
+            f"table {table}: {len(unread)} landed file(s) were not ingested, e.g. {landed[unread[0]]}; "
+            "land it again under a new name (the stream's file log is in its checkpoint)"
+        )
 
 
 def find_unreadable_file(settings: Settings, source: FileSource) -> tuple[Path, str] | None:
@@ -62,7 +128,7 @@ def find_unreadable_file(settings: Settings, source: FileSource) -> tuple[Path, 
             if source.format == "parquet":
                 pq.read_metadata(path)
                 continue
-            with _OPENERS.get(path.suffix, open)(path, "rb") as fh:
+            with open_landed(path) as fh:
                 while fh.read(1 << 20):
                     pass
         except (OSError, EOFError, ValueError, pa.ArrowException) as exc:
@@ -77,11 +143,26 @@ def file_read_schema(source: FileSource) -> StructType:
     return StructType([*source.schema.fields, StructField(CORRUPT_COLUMN, StringType(), True)])
 
 
-def file_reader_options(source: FileSource) -> dict[str, str]:
-    """Reader options of a file source (corrupt-record capture, CSV header, the spec's own options).
+# Landed files are immutable and never expire: Spark's default maxFileAge (7 days) would silently skip a file
+# whose modification time is older than that relative to the newest file seen.
+_NEVER_EXPIRE = "36500d"
 
-    Shared by the incremental stream and the batch re-read of `pipelines.reprocess`, so both parse alike.
-    """
+
+def _parse_options(source: FileSource) -> dict[str, str]:
+    options = {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT_COLUMN}
+    options.update(dict(source.options))
+    return options
+
+
+def _reads_lines(source: FileSource) -> bool:
+    """JSON lines are read as text and parsed per line (see the module doc); multi-line JSON cannot be."""
+    return source.format == "json" and dict(source.options).get("multiLine", "false").lower() != "true"
+
+
+def file_reader_options(source: FileSource) -> dict[str, str]:
+    """Options of the file reader itself (the stream's, and the batch re-read of `pipelines.reprocess`)."""
+    if _reads_lines(source):
+        return {"lineSep": "\n"}
     options: dict[str, str] = {}
     if source.format in ("json", "csv"):
         options.update(mode="PERMISSIVE", columnNameOfCorruptRecord=CORRUPT_COLUMN)
@@ -91,15 +172,45 @@ def file_reader_options(source: FileSource) -> dict[str, str]:
     return options
 
 
+def _reader(reader: DataFrameReader | DataStreamReader, source: FileSource) -> DataFrameReader | DataStreamReader:
+    if _reads_lines(source):
+        return reader.format("text").options(**file_reader_options(source))
+    return reader.format(source.format).schema(file_read_schema(source)).options(**file_reader_options(source))
+
+
+def parse_landed(df: DataFrame, source: FileSource) -> DataFrame:
+    """Typed rows from what `_reader` read: JSON lines parsed one record per non-blank line; others as read."""
+    if not _reads_lines(source):
+        return df
+    # A line that is not valid UTF-8 is kept whole as a corrupt record, its invalid bytes replaced by U+FFFD so
+    # every reader can decode it: no value is stored with bytes changed behind the producer's back.
+    line = F.decode(F.encode("value", "UTF-8"), "UTF-8")
+    parsed = df.filter(F.col("value").rlike("\\S")).select(
+        F.from_json(line, file_read_schema(source), _parse_options(source)).alias("r"),
+        (line == F.col("value")).alias("_utf8"),
+        line.alias("_line"),
+        "_metadata",
+    )
+    fields = [F.when(F.col("_utf8"), F.col(f"r.{f.name}")).alias(f.name) for f in source.schema.fields]
+    corrupt = F.when(F.col("_utf8"), F.col(f"r.{CORRUPT_COLUMN}")).otherwise(F.col("_line"))
+    return parsed.select(*fields, corrupt.alias(CORRUPT_COLUMN), "_metadata")
+
+
+def batch_read_files(spark: SparkSession, source: FileSource, files: list[str]) -> DataFrame:
+    """A batch read of some landed files, parsed exactly as the stream parses them (with `_source_file`)."""
+    df = parse_landed(_reader(spark.read, source).load(files), source)
+    return df.withColumn("_source_file", F.col("_metadata.file_path")).drop("_metadata")
+
+
 def read_files(spark: SparkSession, settings: Settings, source: FileSource, table: str) -> DataFrame:
     """A streaming DataFrame over the landing folder with lineage columns `_source_file`, `_ingested_at`."""
     check_landing(settings, source, table)
-    reader = spark.readStream.format(source.format).schema(file_read_schema(source))
-    reader = reader.options(**file_reader_options(source))
+    reader = _reader(spark.readStream, source).option("maxFileAge", _NEVER_EXPIRE)
     if source.max_files_per_trigger:
         reader = reader.option("maxFilesPerTrigger", str(source.max_files_per_trigger))
-    df = reader.load(str(landing_folder(settings, source)))
-    return df.withColumn("_source_file", F.col("_metadata.file_path")).withColumn("_ingested_at", F.current_timestamp())
+    df = parse_landed(reader.load(str(landing_folder(settings, source))), source)
+    df = df.withColumn("_source_file", F.col("_metadata.file_path")).withColumn("_ingested_at", F.current_timestamp())
+    return df.drop("_metadata")
 
 
 def read_table(spark: SparkSession, fmt: TableFormat, source: TableSource) -> DataFrame:

@@ -17,27 +17,23 @@ Nothing here trusts run metadata: every number is read from files and tables.
 
 from __future__ import annotations
 
-import bz2
-import gzip
-import json
-import os
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
-from urllib.parse import unquote, urlparse
 
 import pyarrow.parquet as pq
 from pyspark.sql import functions as F
 
 from infra.errors import ConfigError
+from infra.paths import canonical, open_landed
 from infra.settings import Settings
-from pipelines.checkpoints import restart_position
+from pipelines.checkpoints import restart_position, seen_files
 from pipelines.formats import table_format
 from pipelines.registry import FileSource, Registry, TableSpec
 from pipelines.sinks import ValidateDedupeSink
-from pipelines.sources import landing_folder
+from pipelines.sources import landed_files
 from quality.expectations import Expectation
 from quality.gx_runner import require_table
 from quality.results import MAX_SAMPLES, CheckResult, Outcome, plain
@@ -47,7 +43,6 @@ if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
 
 CHECK_NAME = "reconciliation"
-_OPENERS = {".gz": gzip.open, ".bz2": bz2.open}
 
 
 @dataclass(frozen=True)
@@ -81,29 +76,13 @@ def totals_expectations(spec: TableSpec) -> list[Expectation]:
     return [e for e in spec.expectations if e.kind == "totals_match_upstream"]
 
 
-def _local(path: str) -> str:
-    """A file URI or path as a canonical local path string (so Spark's and Python's names compare equal)."""
-    parsed = urlparse(path)
-    if parsed.scheme in ("", "file"):
-        return os.path.realpath(unquote(parsed.path))
-    return path
-
-
 def _lines(path: Path, source: FileSource) -> int:
     """Rows Spark reads from one landed file: non-blank lines (minus a CSV header), or Parquet rows."""
     if source.format == "parquet":
         return pq.read_metadata(path).num_rows
-    with _OPENERS.get(path.suffix, open)(path, "rb") as fh:
+    with open_landed(path) as fh:
         count = sum(1 for line in fh if line.strip())
     return max(count - 1, 0) if source.format == "csv" else count
-
-
-def landed_files(settings: Settings, source: FileSource) -> dict[str, Path]:
-    """Landed files by canonical path; dot- and underscore-files are ignored, as Spark ignores them."""
-    folder = landing_folder(settings, source)
-    if not folder.is_dir():
-        return {}
-    return {_local(str(p)): p for p in sorted(folder.iterdir()) if p.is_file() and not p.name.startswith((".", "_"))}
 
 
 def committed_files(checkpoint: Path) -> set[str]:
@@ -112,17 +91,7 @@ def committed_files(checkpoint: Path) -> set[str]:
     if not commits:
         return set()
     last = max(commits)
-    files: set[str] = set()
-    log = checkpoint / "sources" / "0"
-    for path in sorted(log.glob("*")) if log.is_dir() else []:
-        if not (path.name.isdigit() or path.name.removesuffix(".compact").isdigit()):
-            continue
-        for line in path.read_text().splitlines():
-            if line.startswith("{"):
-                entry = json.loads(line)
-                if int(entry.get("batchId", 0)) <= last:
-                    files.add(_local(entry["path"]))
-    return files
+    return {name for name, entry in seen_files(checkpoint).items() if entry.batch_id <= last}
 
 
 def _as_of(spark: SparkSession, settings: Settings, table: str, snapshot: int | None) -> DataFrame:
@@ -138,7 +107,7 @@ def _landed_vs_bronze(spark: SparkSession, settings: Settings, pipeline: Pipelin
     assert isinstance(source, FileSource)
     bronze = spark.table(table_format(settings).qualified(pipeline.bronze.name))
     per_file = {
-        _local(r["_source_file"]): int(r["n"])
+        canonical(r["_source_file"]): int(r["n"])
         for r in bronze.groupBy("_source_file").agg(F.count(F.lit(1)).alias("n")).collect()
         if r["_source_file"] is not None
     }
