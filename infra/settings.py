@@ -38,6 +38,13 @@ def _require_positive_int(setting: str, value: str) -> int:
     return int(value)
 
 
+def _non_negative_int(name: str, default: str) -> int:
+    value = _env(name, default)
+    if not value.isdigit():
+        raise ConfigError(f"{PREFIX}{name} must be a whole number of seconds (0 or more), got {value!r}")
+    return int(value)
+
+
 def _positive_int(name: str, default: str) -> int:
     return _require_positive_int(PREFIX + name, _env(name, default))
 
@@ -161,6 +168,8 @@ class Settings:
     sensor_interval_seconds: int = 30
     partitions_start: str = "2026-01-01"
     alert_webhook: str | None = None
+    # How long a run waits for another writer of the same table before failing (pipelines/locks.py).
+    lock_wait_seconds: int = 900
 
     @classmethod
     def from_env(cls, home: Path | str | None = None) -> Settings:
@@ -196,6 +205,7 @@ class Settings:
             sensor_interval_seconds=_positive_int("SENSOR_INTERVAL", "30"),
             partitions_start=_env("PARTITIONS_START", "2026-01-01"),
             alert_webhook=_env("ALERT_WEBHOOK"),
+            lock_wait_seconds=_non_negative_int("LOCK_WAIT", "900"),
         )
         settings.validate()
         return settings

@@ -55,10 +55,17 @@ class StaticSource:
 
 @dataclass(frozen=True)
 class Watermark:
-    """Event-time column and how late rows may arrive before windows close."""
+    """Event-time column and how late rows may arrive before windows close.
+
+    Rows whose event time is before `earliest` or more than `max_future` after the batch's time never reach
+    the watermark (one row at year 9999 would close every window for good): they go to the spec's late table,
+    or, without one, are counted as `rows_out_of_range` and left out.
+    """
 
     column: str
     delay: str
+    earliest: str = "1970-01-01"
+    max_future: str = "1 day"
 
 
 @dataclass(frozen=True)

@@ -13,11 +13,13 @@ from pyspark.sql import DataFrame, SparkSession
 from infra.errors import PipelineError, TributaryError
 from infra.settings import Settings
 from pipelines import streams
+from pipelines.checkpoints import pending_batch
 from pipelines.formats import TableFormat, TableStats, table_format
+from pipelines.locks import table_lock
 from pipelines.modes import check_query_mode
 from pipelines.registry import FileSource, TableSpec
 from pipelines.sinks import BatchContext
-from pipelines.sources import find_unreadable_file, read_files, read_table
+from pipelines.sources import check_all_read, check_landed_files, find_unreadable_file, read_files, read_table
 
 
 @dataclass
@@ -36,6 +38,8 @@ class RunReport:
     state_rows: int = 0
     state_memory_bytes: int = 0
     rows_dropped_by_watermark: int = 0
+    # Rows left out before the watermark because their event time is implausible (see Watermark.max_future).
+    rows_out_of_range: int = 0
     tables: dict[str, TableStats] = field(default_factory=dict)
     processed_rows_per_second: float = 0.0
     skipped: bool = False
@@ -72,6 +76,7 @@ def source_frame(spark: SparkSession, settings: Settings, fmt: TableFormat, spec
     else:
         df = read_table(spark, fmt, spec.source)
     if spec.watermark is not None:
+        df = streams.guard_time_range(df, spec.watermark)
         df = df.withWatermark(spec.watermark.column, spec.watermark.delay)
     return spec.transform(df)
 
@@ -82,21 +87,37 @@ def prepare_tables(spark: SparkSession, fmt: TableFormat, spec: TableSpec) -> No
         fmt.ensure_table(spark, out)
 
 
+def write_micro_batch(ctx: BatchContext, df: DataFrame, spec: TableSpec) -> None:
+    """Write one micro-batch of `spec`'s query: late rows to the late table, the rest through the spec's sink."""
+    if spec.late_table:
+        streams.write_with_late_rows(ctx, df, spec)
+    else:
+        spec.sink.write(ctx, df)
+
+
 def run_table(spark: SparkSession, settings: Settings, spec: TableSpec) -> RunReport:
-    """Run `spec` incrementally: process everything available, commit, stop, and report."""
+    """Run `spec` incrementally: process everything available, commit, stop, and report.
+
+    The table's writer lock is held for the whole run, so a second run of the same table (CLI or Dagster)
+    waits for this one (see `pipelines.locks`).
+    """
+    with table_lock(settings, spec.name, settings.lock_wait_seconds):
+        return _run_locked(spark, settings, spec)
+
+
+def _run_locked(spark: SparkSession, settings: Settings, spec: TableSpec) -> RunReport:
     fmt = table_format(settings)
     trigger_name, trigger = trigger_for(spec)
     report = RunReport(table=spec.name, trigger=trigger_name)
     started = time.perf_counter()
     checkpoint = settings.checkpoint_for(spec.name)
     metrics: Counter[str] = Counter()
+    landed = None
+    if isinstance(spec.source, FileSource) and (settings.landing / spec.source.dataset).is_dir():
+        landed = check_landed_files(settings, spec.source, spec.name, checkpoint)
 
     def write_batch(df: DataFrame, batch_id: int) -> None:
-        ctx = BatchContext(spark, fmt, spec.name, checkpoint, batch_id, metrics)
-        if spec.late_table:
-            streams.write_with_late_rows(ctx, df, spec)
-        else:
-            spec.sink.write(ctx, df)
+        write_micro_batch(BatchContext(spark, fmt, spec.name, checkpoint, batch_id, metrics), df, spec)
 
     try:
         if streams.nothing_to_read(spark, settings, fmt, spec):  # no batch could run: skip the query
@@ -105,6 +126,36 @@ def run_table(spark: SparkSession, settings: Settings, spec: TableSpec) -> RunRe
             report.seconds = round(time.perf_counter() - started, 3)
             report.tables = {out.name: fmt.stats(spark, out.name) for out in spec.outputs()}
             return report
+    except TributaryError:
+        raise
+    except Exception as exc:
+        raise PipelineError(f"table {spec.name}: could not start its stream: {_first_line(exc)}") from exc
+    # Trigger.Once re-runs an interrupted batch and stops: a second query then reads what arrived since.
+    queries = 2 if trigger_name == "once" and pending_batch(checkpoint) is not None else 1
+    progress: list[dict[str, Any]] = []
+    for _ in range(queries):
+        progress.extend(_run_query(spark, settings, fmt, spec, trigger_name, trigger, write_batch))
+    if landed is not None:
+        check_all_read(spec.name, landed, checkpoint)
+    _fill_from_progress(report, progress, streams.source_copies(spec))
+    report.metrics = dict(metrics)
+    report.seconds = round(time.perf_counter() - started, 3)
+    for out in spec.outputs():
+        report.tables[out.name] = fmt.stats(spark, out.name)
+    return report
+
+
+def _run_query(
+    spark: SparkSession,
+    settings: Settings,
+    fmt: TableFormat,
+    spec: TableSpec,
+    trigger_name: str,
+    trigger: dict[str, Any],
+    write_batch: Any,
+) -> list[dict[str, Any]]:
+    """Start the spec's bounded query, wait for it to finish, and return its progress reports."""
+    try:
         stream = source_frame(spark, settings, fmt, spec)
         check_query_mode(spec, stream)  # a mode the query cannot support fails here, before anything is written
         prepare_tables(spark, fmt, spec)
@@ -112,7 +163,7 @@ def run_table(spark: SparkSession, settings: Settings, spec: TableSpec) -> RunRe
             stream.writeStream.queryName(f"tributary_{spec.name.replace('.', '_')}")
             .foreachBatch(write_batch)
             .outputMode(spec.output_mode)
-            .option("checkpointLocation", str(checkpoint))
+            .option("checkpointLocation", str(settings.checkpoint_for(spec.name)))
             .trigger(**trigger)
             .start()
         )
@@ -139,12 +190,7 @@ def run_table(spark: SparkSession, settings: Settings, spec: TableSpec) -> RunRe
     finally:
         if query.isActive:
             query.stop()
-    _fill_from_progress(report, query.recentProgress, streams.source_copies(spec))
-    report.metrics = dict(metrics)
-    report.seconds = round(time.perf_counter() - started, 3)
-    for out in spec.outputs():
-        report.tables[out.name] = fmt.stats(spark, out.name)
-    return report
+    return list(query.recentProgress)
 
 
 def _fill_from_progress(report: RunReport, progress: list[dict[str, Any]], copies: int = 1) -> None:
@@ -168,6 +214,8 @@ def _fill_from_progress(report: RunReport, progress: list[dict[str, Any]], copie
         for p in progress:
             for op in p.get("stateOperators", []):
                 report.rows_dropped_by_watermark += int(op.get("numRowsDroppedByWatermark", 0))
+            guard = p.get("observedMetrics", {}).get(streams.TIME_GUARD, {})
+            report.rows_out_of_range += int(guard.get(streams.OUT_OF_RANGE_METRIC) or 0)
 
 
 def _first_line(exc: BaseException) -> str:

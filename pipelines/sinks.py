@@ -52,11 +52,39 @@ class BatchContext:
         """Append once per (writer, batch); return rows added (0 for a replayed batch)."""
         if self.already_committed(table):
             self.metrics["replayed_batches_skipped"] += 1
+            run_without_output(df)
             return 0
         added = self.fmt.append(df, table, self.writer, self.batch_id)
         self._committed[table].add(self.batch_id)
         self.metrics[f"rows_written:{table}"] += added
         return added
+
+
+def run_without_output(df: DataFrame) -> None:
+    """Execute a replayed batch whose rows are already committed, discarding them.
+
+    A stateful query (windows, joins, deduplication, pandas state) updates its state store and event-time
+    watermark only when the batch's plan runs: skipping the plan would leave the replayed batch's state and
+    watermark unwritten, and windows that batch closes would never be emitted.
+    """
+    df.write.format("noop").mode("overwrite").save()
+
+
+def merge_into(df: DataFrame, target: str, clauses: str, view: str) -> None:
+    """`MERGE INTO target t USING df s <clauses>`, through a temp view in the session that owns `df`.
+
+    `target` is catalog-qualified; `view` must be unique per table and batch.
+    """
+    df.createOrReplaceTempView(view)
+    try:
+        df.sparkSession.sql(f"MERGE INTO {target} t USING {view} s {clauses}")
+    finally:
+        df.sparkSession.catalog.dropTempView(view)
+
+
+def view_name(ctx: BatchContext, table: str) -> str:
+    """A temp view name unique to one table and micro-batch."""
+    return f"_tributary_{table.replace('.', '_')}_{ctx.batch_id}"
 
 
 class Sink(Protocol):
@@ -119,8 +147,9 @@ class ValidateDedupeSink:
             F.count(F.lit(1)).alias("rows"),
             F.sum((~is_valid).cast("long")).alias("invalid"),
             F.sum((is_valid & (F.size(WARNINGS_COLUMN) > 0)).cast("long")).alias("warned"),
-            F.min(F.when(is_valid, F.col(self.time_column))).alias("lo"),
-            F.max(F.when(is_valid, F.col(self.time_column))).alias("hi"),
+            # As microseconds: a timestamp far from today (year 1) cannot become a Python datetime everywhere.
+            F.min(F.when(is_valid, F.unix_micros(self.time_column))).alias("lo"),
+            F.max(F.when(is_valid, F.unix_micros(self.time_column))).alias("hi"),
             *rule_failure_counts(self.rules),
         ).collect()[0]
         if stats["rows"] == 0:
@@ -152,7 +181,7 @@ class ValidateDedupeSink:
         first = batch.filter(is_valid).withColumn("_n", F.row_number().over(order)).filter("_n = 1")
         existing = (
             ctx.spark.table(ctx.fmt.qualified(ctx.table))
-            .filter(F.col(self.time_column).between(stats["lo"], stats["hi"]))
+            .filter(F.unix_micros(self.time_column).between(stats["lo"], stats["hi"]))
             .select(*self.keys)
         )
         new = first.join(existing, list(self.keys), "left_anti").select(*self.columns)
@@ -183,14 +212,9 @@ class RecomputeMergeSink:
         rows = self.recompute(ctx.spark, ctx.fmt, touched).persist()
         try:
             n = rows.count()
-            view = f"_tributary_merge_{ctx.table.replace('.', '_')}_{ctx.batch_id}"
-            rows.createOrReplaceTempView(view)
             on = " AND ".join(f"t.{k} = s.{k}" for k in self.keys)
-            ctx.spark.sql(
-                f"MERGE INTO {ctx.fmt.qualified(ctx.table)} t USING {view} s ON {on} "
-                "WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *"
-            )
-            ctx.spark.catalog.dropTempView(view)
+            clauses = f"ON {on} WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *"
+            merge_into(rows, ctx.fmt.qualified(ctx.table), clauses, view_name(ctx, ctx.table))
         finally:
             rows.unpersist()
         ctx.metrics["keys_recomputed"] += len(touched)

@@ -13,20 +13,7 @@ from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
 from infra.errors import ConfigError
-from pipelines.sinks import BatchContext, _check_columns
-
-
-def _merge(df: DataFrame, target: str, sql_tail: str, view: str) -> None:
-    """MERGE INTO `target` (qualified) USING `df` as `s`, in the session that owns `df` (the micro-batch's)."""
-    df.createOrReplaceTempView(view)
-    try:
-        df.sparkSession.sql(f"MERGE INTO {target} t USING {view} s {sql_tail}")
-    finally:
-        df.sparkSession.catalog.dropTempView(view)
-
-
-def _view(ctx: BatchContext, table: str) -> str:
-    return f"_tributary_{table.replace('.', '_')}_{ctx.batch_id}"
+from pipelines.sinks import BatchContext, _check_columns, merge_into, view_name
 
 
 @dataclass(frozen=True)
@@ -60,7 +47,7 @@ class UpsertSink:
             on = " AND ".join(f"t.{k} <=> s.{k}" for k in self.keys)
             newer = f" AND s.{self.version_column} >= t.{self.version_column}" if self.version_column else ""
             tail = f"ON {on} WHEN MATCHED{newer} THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *"
-            _merge(rows, ctx.fmt.qualified(ctx.table), tail, _view(ctx, ctx.table))
+            merge_into(rows, ctx.fmt.qualified(ctx.table), tail, view_name(ctx, ctx.table))
         finally:
             rows.unpersist()
         ctx.metrics[f"rows_upserted:{ctx.table}"] += n
@@ -173,13 +160,14 @@ class CdcSink:
             if new_changes:
                 on = f"ON t.{self.key} = s.{self.key} AND t.{self.sequence} = s.{self.sequence}"
                 changed = "NOT (t.valid_to <=> s.valid_to) OR t.is_current <> s.is_current"
-                _merge(
+                merge_into(
                     history.drop("_stored"),
                     history_name,
                     f"{on} WHEN MATCHED AND ({changed}) THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *",
-                    _view(ctx, self.history_table),
+                    view_name(ctx, self.history_table),
                 )
-                self._apply_current(ctx, history)
+            # Also on a replay: a crash between the history commit and this one left the current rows behind.
+            self._apply_current(ctx, history)
         finally:
             history.unpersist()
         ctx.metrics[f"rows_upserted:{self.history_table}"] += new_changes
@@ -192,16 +180,32 @@ class CdcSink:
             F.col("valid_from").alias("updated_at"),
             "is_deleted",
         )
+        stored = ctx.spark.table(ctx.fmt.qualified(ctx.table)).select(
+            self.key, F.col("last_sequence").alias("_stored_sequence")
+        )
+        live = F.col("_stored_sequence").isNotNull()
+        behind = F.when(F.col("is_deleted"), live).otherwise(
+            ~live | (F.col("_stored_sequence") != F.col("last_sequence"))
+        )
+        latest = latest.join(stored, self.key, "left").filter(behind).drop("_stored_sequence").persist()
+        try:
+            n = latest.count()
+            if n:
+                self._merge_current(ctx, latest)
+        finally:
+            latest.unpersist()
+        ctx.metrics[f"rows_upserted:{ctx.table}"] += n
+
+    def _merge_current(self, ctx: BatchContext, latest: DataFrame) -> None:
         sets = ", ".join(f"t.{c} = s.{c}" for c in (*self.value_columns, "last_sequence", "updated_at"))
         columns = ", ".join((self.key, *self.value_columns, "last_sequence", "updated_at"))
         values = ", ".join(f"s.{c}" for c in (self.key, *self.value_columns, "last_sequence", "updated_at"))
-        _merge(
+        merge_into(
             latest,
             ctx.fmt.qualified(ctx.table),
             f"ON t.{self.key} = s.{self.key} "
             "WHEN MATCHED AND s.is_deleted THEN DELETE "
             f"WHEN MATCHED AND t.last_sequence <> s.last_sequence THEN UPDATE SET {sets} "
             f"WHEN NOT MATCHED AND NOT s.is_deleted THEN INSERT ({columns}) VALUES ({values})",
-            _view(ctx, ctx.table),
+            view_name(ctx, ctx.table),
         )
-        ctx.metrics[f"rows_upserted:{ctx.table}"] += latest.count()

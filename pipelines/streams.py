@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StringType, StructField, StructType, TimestampType
 
@@ -25,6 +25,29 @@ from pipelines.formats import TableFormat
 from pipelines.registry import FileSource, OutputTable, StaticSource, TableSource, TableSpec, Watermark
 from pipelines.sinks import BatchContext
 from pipelines.sources import check_landing, read_files, read_table
+from quality.rules import time_range_condition
+
+TIME_GUARD = "tributary_time_guard"
+OUT_OF_RANGE_METRIC = "rows_out_of_range"
+
+
+def in_time_range(watermark: Watermark) -> Column:
+    """TRUE for rows whose event time may move the watermark: NULL, or within the watermark's plausible range.
+
+    `current_timestamp()` in a streaming query is the batch's time, which Spark logs with the batch and reuses
+    when it replays it, so a replay sorts rows exactly as the first attempt did.
+    """
+    condition = time_range_condition(watermark.column, watermark.earliest, watermark.max_future, "current_timestamp()")
+    return F.coalesce(F.expr(condition), F.lit(False))
+
+
+def guard_time_range(df: DataFrame, watermark: Watermark) -> DataFrame:
+    """Leave out (and count, as the query's observed `rows_out_of_range`) rows outside the plausible range."""
+    flag = "_tributary_out_of_range"
+    # Observed metrics may not hold the batch time itself: flag rows in a projection first.
+    flagged = df.withColumn(flag, (~in_time_range(watermark)).cast("long"))
+    observed = flagged.observe(TIME_GUARD, F.coalesce(F.sum(flag), F.lit(0)).alias(OUT_OF_RANGE_METRIC))
+    return observed.filter(F.col(flag) == 0).drop(flag)
 
 OUT_COLUMN = "_out"
 LATE_COLUMN = "_late"
@@ -96,9 +119,12 @@ def query_frame(spark: SparkSession, settings: Settings, fmt: TableFormat, spec:
             continue
         if spec.late_table:
             event_time = F.col(watermark.column)
-            behind = event_time < F.timestamp_millis(F.lit(watermark_ms))
-            late_parts.append(_late_rows(df.filter(behind), name, watermark.column, watermark_ms))
-            df = df.filter(event_time.isNull() | ~behind)
+            # Behind the watermark, or implausible (it would move the watermark): kept in the late table.
+            diverted = (event_time < F.timestamp_millis(F.lit(watermark_ms))) | ~in_time_range(watermark)
+            late_parts.append(_late_rows(df.filter(diverted), name, watermark.column, watermark_ms))
+            df = df.filter(event_time.isNull() | ~diverted)
+        else:
+            df = guard_time_range(df, watermark)
         inputs.append(df.withWatermark(watermark.column, watermark.delay))
     out = spec.transform(*inputs)
     if not spec.late_table:

@@ -37,6 +37,7 @@ def table_numbers(report: RunReport, table: str) -> dict[str, Any]:
             duplicates_dropped=report.metrics.get("duplicates_dropped", 0),
             state_rows=report.state_rows,
             rows_dropped_by_watermark=report.rows_dropped_by_watermark,
+            rows_out_of_range=report.rows_out_of_range,
             state_memory_bytes=report.state_memory_bytes,
             processed_rows_per_second=report.processed_rows_per_second,
             batch_ms_max=max(report.batch_durations_ms, default=0),

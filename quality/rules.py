@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
+from datetime import date
 from typing import Literal
 
 from pyspark.sql import Column, DataFrame
@@ -57,3 +59,43 @@ def rule_failure_counts(rules: tuple[Rule, ...]) -> list[Column]:
         column = WARNINGS_COLUMN if r.action == "warn" else REASONS_COLUMN
         out.append(F.sum(F.array_contains(F.col(column), r.name).cast("long")).alias(f"rule:{r.name}"))
     return out
+
+
+_INTERVAL = re.compile(r"^[1-9][0-9]* (second|minute|hour|day)s?$")
+_COLUMN = re.compile(r"^[a-z_][a-z0-9_]*$")
+
+
+def time_range_condition(column: str, earliest: str, max_future: str, reference: str) -> str:
+    """SQL that is TRUE when `column` is NULL or lies in [earliest, reference + max_future].
+
+    `reference` is a column or `current_timestamp()`; all arguments are validated, never user text pasted into SQL.
+    """
+    for name in (column, *([] if reference == "current_timestamp()" else [reference])):
+        if not _COLUMN.match(name):
+            raise ConfigError(f"event-time range: {name!r} is not a column name")
+    try:
+        date.fromisoformat(earliest)
+    except ValueError:
+        raise ConfigError(f"event-time range: earliest={earliest!r} is not a date (YYYY-MM-DD)") from None
+    if not _INTERVAL.match(max_future):
+        raise ConfigError(f"event-time range: max_future={max_future!r} is not like '1 day' or '6 hours'")
+    return (
+        f"{column} IS NULL OR ({column} >= TIMESTAMP '{earliest}' "
+        f"AND {column} <= {reference} + INTERVAL {max_future})"
+    )
+
+
+def plausible_time(
+    column: str, earliest: str = "1970-01-01", max_future: str = "1 day", reference: str = "_ingested_at"
+) -> Rule:
+    """A quarantine rule for event times outside a plausible range: before `earliest`, or more than `max_future`
+    after `reference` (by default when the row was ingested, which a replayed batch reads unchanged).
+
+    One implausible value (year 1, year 9999) would otherwise move watermarks or break readers downstream.
+    """
+    return Rule(
+        f"{column}_plausible",
+        time_range_condition(column, earliest, max_future, reference),
+        "quarantine",
+        f"{column} is before {earliest} or more than {max_future} after {reference}",
+    )

@@ -32,7 +32,7 @@ from quality.expectations import (
     totals_match_upstream,
     unique,
 )
-from quality.rules import Rule, apply_rules
+from quality.rules import Rule, apply_rules, plausible_time
 
 EVENT_TYPES = ("page_view", "cart_add", "cart_remove", "order")
 CURRENCIES = ("USD", "EUR", "GBP")
@@ -128,6 +128,7 @@ SILVER_RULES = (
     ),
     Rule("event_id_present", "event_id IS NOT NULL AND event_id <> ''", "quarantine", "event_id is missing"),
     Rule("event_time_present", "event_time IS NOT NULL", "quarantine", "event_time is missing"),
+    plausible_time("event_time"),
     Rule("user_id_present", "user_id IS NOT NULL", "quarantine", "user_id is missing"),
     Rule("event_type_known", f"event_type IN ({_types})", "quarantine", "event_type is not a known type"),
     Rule(
