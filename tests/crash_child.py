@@ -1,6 +1,12 @@
-"""Child process for crash tests: runs the pipeline and SIGKILLs itself (with its JVM) inside a batch.
+"""Child process for crash tests: runs one table and SIGKILLs its whole process group (with the JVM) at a point.
 
-Usage: python -m tests.crash_child HOME CATALOG TABLE BATCH_ID before|after
+Usage: python -m tests.crash_child HOME CATALOG TABLE BATCH POINT
+
+BATCH counts micro-batches from the first one this run plans (0 = the first). POINT is where the kill happens:
+  before     before the batch writes any table
+  between    after the batch's first table commit (it writes more than one table)
+  after      after the batch's last table commit, before Spark commits the batch to the checkpoint
+  committed  after the run, with every batch committed to the checkpoint
 """
 
 from __future__ import annotations
@@ -11,39 +17,79 @@ import signal
 import sys
 from pathlib import Path
 
+from pyspark.sql import SparkSession
+from pyspark.sql.readwriter import DataFrameWriterV2
+
 from infra.settings import Settings
 from infra.spark import get_spark
-from pipelines.pipeline import run_pipeline
-from pipelines.registry import Registry
-from pipelines.sinks import BatchContext
+from pipelines import runner
+from pipelines.checkpoints import _batch_files
 from tests.crash_registry import crash_registry
 
+POINTS = ("before", "between", "after", "committed")
+_state = {"in_batch": False, "commits": 0}
 
-@dataclasses.dataclass(frozen=True)
-class KillingSink:
-    """Delegates to the real sink and kills the whole process group at one batch."""
 
-    inner: object
-    batch_id: int
-    when: str
+def _kill() -> None:
+    os.killpg(os.getpgid(0), signal.SIGKILL)
 
-    def write(self, ctx: BatchContext, df) -> None:
-        if ctx.batch_id == self.batch_id and self.when == "before":
-            os.killpg(os.getpgid(0), signal.SIGKILL)
-        self.inner.write(ctx, df)
-        if ctx.batch_id == self.batch_id and self.when == "after":
-            # The tables are committed, the checkpoint's commit for this batch is not.
-            os.killpg(os.getpgid(0), signal.SIGKILL)
+
+def _counting(commit):
+    """Wrap a table-committing call: count it, and kill after the first commit of the target batch if asked."""
+
+    def wrapper(*args, **kwargs):
+        result = commit(*args, **kwargs)
+        if _state["in_batch"]:
+            _state["commits"] += 1
+            if _state.get("point") == "between" and _state["commits"] == 1:
+                _kill()
+        return result
+
+    return wrapper
+
+
+def _counting_sql(sql):
+    def wrapper(self, query, *args, **kwargs):
+        result = sql(self, query, *args, **kwargs)
+        if _state["in_batch"] and query.lstrip().upper().startswith("MERGE INTO"):
+            _state["commits"] += 1
+            if _state.get("point") == "between" and _state["commits"] == 1:
+                _kill()
+        return result
+
+    return wrapper
 
 
 def main() -> None:
-    home, catalog, target, batch_id, when = sys.argv[1:6]
+    home, catalog, target, relative_batch, point = sys.argv[1:6]
+    assert point in POINTS, point
     settings = dataclasses.replace(Settings.from_env(home=home).with_home(Path(home)), catalog_name=catalog)
-    specs = [
-        dataclasses.replace(spec, sink=KillingSink(spec.sink, int(batch_id), when)) if spec.name == target else spec
-        for spec in crash_registry()
-    ]
-    run_pipeline(get_spark(settings), settings, Registry(specs))
+    spec = crash_registry().get(target)
+    planned = _batch_files(settings.checkpoint_for(target) / "offsets")
+    kill_batch = (max(planned) + 1 if planned else 0) + int(relative_batch)
+    _state["point"] = point
+
+    DataFrameWriterV2.append = _counting(DataFrameWriterV2.append)
+    DataFrameWriterV2.overwrite = _counting(DataFrameWriterV2.overwrite)
+    SparkSession.sql = _counting_sql(SparkSession.sql)
+    write = runner.write_micro_batch
+
+    def killing_write(ctx, df, spec) -> None:
+        if ctx.batch_id != kill_batch:
+            write(ctx, df, spec)
+            return
+        if point == "before":
+            _kill()
+        _state.update(in_batch=True, commits=0)
+        write(ctx, df, spec)
+        _state["in_batch"] = False
+        if point == "after":
+            _kill()
+
+    runner.write_micro_batch = killing_write
+    runner.run_table(get_spark(settings), settings, spec)
+    if point == "committed":
+        _kill()
     sys.exit(3)  # reaching here means the kill point was never hit
 
 
