@@ -118,7 +118,9 @@ def bench_sql(settings: Settings, runs: int = 10) -> dict:
     sql_server.start(settings, port=port)
     result["server_start_s"] = round(time.perf_counter() - started, 2)
     try:
-        conn = hive.connect(sql_server.HOST, port, username="bench", database=sql_server.DEFAULT_DATABASE)
+        password = sql_server.sql_password()  # the server requires it when TRIBUTARY_SQL_PASSWORD is set
+        auth = {"auth": "CUSTOM", "password": password} if password else {}
+        conn = hive.connect(sql_server.HOST, port, username="bench", database=sql_server.DEFAULT_DATABASE, **auth)
         cursor = conn.cursor()
         served: list[float] = []
         for name, sql in QUERIES.items():

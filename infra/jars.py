@@ -1,14 +1,18 @@
-"""Assembly of the jars Spark needs: the Iceberg runtime, a relocated Jackson, and the SQLite JDBC driver.
+"""Assembly of the jars Spark needs: the Iceberg runtime, a relocated Jackson, the SQL guard, the SQLite driver.
 
 The Iceberg runtime jar shipped in `snowpark-connect-deps-iceberg` lacks the relocated Jackson classes it
 links against, so the first DDL fails with NoClassDefFoundError. We build the missing piece once: the
 Jackson jars that ship inside pyspark, merged and relocated into `org.apache.iceberg.shaded` with
-Debian's jarjar. The result is cached outside git (`TRIBUTARY_JAR_CACHE`).
+Debian's jarjar. The SQL guard (`infra/jvm`: the read-only SQL policy, its Spark session extension and the
+SQL server's shared-secret authenticator) is compiled once with the JDK's javac against pyspark's jars.
+Both results are cached outside git (`TRIBUTARY_JAR_CACHE`).
 """
 
 from __future__ import annotations
 
 import glob
+import hashlib
+import shutil
 import subprocess
 import tempfile
 import zipfile
@@ -26,6 +30,9 @@ JARJAR = Path("/usr/share/java/jarjar.jar")
 SQLITE_JDBC = Path("/usr/share/java/sqlite-jdbc.jar")
 POSTGRES_JDBC = Path("/usr/share/java/postgresql.jar")
 DEBIAN_PACKAGES = "libjarjar-java libxerial-sqlite-jdbc-java libxerial-sqlite-jdbc-jni"
+SQL_GUARD_SOURCES = Path(__file__).parent / "jvm"
+SQL_GUARD_EXTENSION = "tributary.sql.ReadOnlyExtension"
+SQL_GUARD_AUTHENTICATOR = "tributary.sql.SharedSecretAuthenticator"
 
 # A class each jar must contain; a jar without it is reported as broken.
 _MARKERS = {
@@ -33,6 +40,7 @@ _MARKERS = {
     "iceberg-extensions": "org/apache/iceberg/spark/extensions/IcebergSparkSessionExtensions.class",
     "jackson-relocated": "org/apache/iceberg/shaded/com/fasterxml/jackson/core/JsonFactoryBuilder.class",
     "sqlite-jdbc": "org/sqlite/JDBC.class",
+    "sql-guard": "tributary/sql/ReadOnlyPolicy.class",
 }
 
 
@@ -117,6 +125,57 @@ def build_relocated_jackson(cache: Path) -> Path:
     return target
 
 
+def javac() -> Path:
+    """The JDK 17 compiler beside the `java` on PATH (else the `javac` on PATH); SetupError if there is none."""
+    java = shutil.which("java")
+    candidates = [Path(java).resolve().parent / "javac"] if java else []
+    on_path = shutil.which("javac")
+    candidates += [Path(on_path)] if on_path else []
+    for candidate in candidates:
+        if candidate.is_file():
+            return candidate
+    raise SetupError(
+        "javac is missing: the SQL guard jar is compiled at set-up; install the JDK with "
+        "'apt-get install openjdk-17-jdk-headless' (or run 'make setup')"
+    )
+
+
+def build_sql_guard(cache: Path) -> Path:
+    """Compile (once per source version) the Java classes in `infra/jvm` into a jar; return its path."""
+    sources = sorted(SQL_GUARD_SOURCES.rglob("*.java"))
+    if not sources:
+        raise SetupError(f"the SQL guard sources are missing from {SQL_GUARD_SOURCES}: restore infra/jvm")
+    digest = hashlib.sha256()
+    for src in sources:
+        digest.update(src.relative_to(SQL_GUARD_SOURCES).as_posix().encode() + b"\0" + src.read_bytes())
+    target = cache / f"tributary-sql-guard-{digest.hexdigest()[:16]}.jar"
+    if target.is_file():
+        try:
+            return _verify("sql-guard", target)
+        except SetupError:
+            target.unlink()
+    cache.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=cache) as tmp:
+        classes = Path(tmp) / "classes"
+        options = ["--release", "17", "-nowarn", "-Xlint:none", "-encoding", "UTF-8", "-d", str(classes)]
+        proc = subprocess.run(
+            [str(javac()), *options, "-cp", str(_pyspark_jar_dir() / "*"), *map(str, sources)],
+            capture_output=True,
+            text=True,
+        )
+        if proc.returncode != 0:
+            errors = [line for line in proc.stderr.splitlines() if "warning: [path]" not in line]
+            raise SetupError("javac failed to compile the SQL guard:\n" + "\n".join(errors[-20:]))
+        staged = Path(tmp) / target.name
+        with zipfile.ZipFile(staged, "w", zipfile.ZIP_DEFLATED) as out:
+            out.writestr("META-INF/MANIFEST.MF", "Manifest-Version: 1.0\nCreated-By: tributary\n")
+            for cls in sorted(classes.rglob("*.class")):
+                out.write(cls, cls.relative_to(classes).as_posix())
+        _verify("sql-guard", staged)
+        staged.replace(target)
+    return target
+
+
 def _native_sqlite_dir() -> Path | None:
     hits = sorted(glob.glob("/usr/lib/*/jni/libsqlitejdbc.so"))
     return Path(hits[0]).parent if hits else None
@@ -129,6 +188,7 @@ def spark_jars(settings: Settings) -> SparkJars:
         _verify("iceberg-runtime", iceberg_dir / f"iceberg-spark-runtime-3.5_2.12-{ICEBERG_VERSION}.jar"),
         _verify("iceberg-extensions", iceberg_dir / f"iceberg-spark-extensions-3.5_2.12-{ICEBERG_VERSION}.jar"),
         build_relocated_jackson(settings.jar_cache),
+        build_sql_guard(settings.jar_cache),
     ]
     native = None
     if settings.uses_sqlite:

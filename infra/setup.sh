@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Idempotent machine + venv set-up for Tributary: Java 17 check, Debian packages, .venv, jars.
+# Idempotent machine + venv set-up for Tributary: Java 17 (with javac) check, Debian packages, .venv, jars.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -31,6 +31,19 @@ if ! command -v java >/dev/null 2>&1 || [ "$(java_major)" != 17 ]; then
   [ "$(java_major)" = 17 ] || die "Java 17 is required but 'java' on PATH is version '$(java_major)'; put Java 17 first on PATH"
 fi
 
+# 1b. javac from the same JDK 17: compiles the SQL guard jar (infra/jvm: read-only SQL policy, SQL server auth)
+javac_17() {
+  local javac
+  javac="$(dirname "$(readlink -f "$(command -v java)")")/javac"
+  [ -x "$javac" ] || javac=$(command -v javac || true)
+  [ -n "$javac" ] && "$javac" -version 2>&1 | grep -q '^javac 17'
+}
+if ! javac_17; then
+  say "javac (JDK 17) not found: installing openjdk-17-jdk-headless"
+  apt_install openjdk-17-jdk-headless || die "javac 17 is required to build the SQL guard jar. Install it: apt-get install openjdk-17-jdk-headless"
+  javac_17 || die "javac 17 is required but not found beside 'java' or on PATH; install openjdk-17-jdk-headless"
+fi
+
 # 2. Debian packages: jarjar (relocates Jackson for the Iceberg runtime), SQLite JDBC driver + JNI library
 missing=""
 for p in $APT_PACKAGES; do dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"; done
@@ -53,6 +66,6 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   echo "$want" > "$stamp"
 fi
 
-# 4. Jars (relocated Jackson built once, cached in ~/.cache/tributary/jars), verified by name
+# 4. Jars (relocated Jackson and the SQL guard built once, cached in ~/.cache/tributary/jars), verified by name
 "$VENV/bin/tributary" setup >/dev/null
 say "ready"

@@ -216,7 +216,7 @@ def _sql(args: argparse.Namespace, settings: Settings) -> int:
         sys.stdout.write(format_result(result.columns, result.rows, args.format))
         return 0
     if args.engine == "spark":
-        if args.as_of:
+        if args.as_of is not None:
             run_query(settings, "SELECT 1", engine="spark", as_of=args.as_of)  # raises the how-to message
 
         def run(sql: str) -> QueryResult:
@@ -243,9 +243,18 @@ def _sql_server(args: argparse.Namespace, settings: Settings) -> int:
         mode = "read-only" if info.read_only else "read-write"
         print(f"SQL server (Spark Thrift Server, {mode}) listening on {sql_server.HOST}:{info.port}, pid {info.pid}")
         print(f"JDBC URL: {info.url}")
-        print(f"beeline:  {sql_server.spark_home() / 'bin' / 'beeline'} -u {info.url} -n $USER")
+        password = f' -p "${sql_server.PASSWORD_VARIABLE}"' if info.auth == "password" else ""
+        print(f"beeline:  {sql_server.spark_home() / 'bin' / 'beeline'} -u {info.url} -n $USER{password}")
         print(f"log:      {info.log}")
         print("stop:     tributary sql-server stop")
+        if info.auth == "password":
+            print(f"auth:     password required ({sql_server.PASSWORD_VARIABLE}), any user name")
+        else:
+            print(
+                f"warning:  no authentication: anyone who can connect to {sql_server.HOST}:{info.port} can read "
+                f"every table; set {sql_server.PASSWORD_VARIABLE} to require a password",
+                file=sys.stderr,
+            )
         return 0
     if args.action == "stop":
         info = sql_server.stop(settings)
@@ -259,7 +268,7 @@ def _sql_server(args: argparse.Namespace, settings: Settings) -> int:
         print(f"no SQL server runs for {settings.home}")
         return 1
     mode = "read-only" if info.read_only else "read-write"
-    print(f"running ({mode}), pid {info.pid}, JDBC URL {info.url}, log {info.log}")
+    print(f"running ({mode}, auth: {info.auth}), pid {info.pid}, JDBC URL {info.url}, log {info.log}")
     return 0
 
 
@@ -298,7 +307,7 @@ def register(
     server.add_argument(
         "--writable",
         action="store_true",
-        help="allow writes (default: read-only catalog connection, no CALL procedures)",
+        help="allow writes (default: read-only: queries only, read-only catalog connection, no CALL procedures)",
     )
     server.add_argument("--timeout", type=float, default=180.0, help="seconds to wait for the server to start")
     handlers["sql-server"] = _sql_server

@@ -1,16 +1,24 @@
 """The analysts' SQL endpoint: Spark's Thrift Server (HiveServer2 protocol, JDBC/ODBC) on 127.0.0.1.
 
 The server ships with pyspark (SPARK_HOME is the installed `pyspark` package) and runs as its own JVM,
-started with the platform's Spark settings (`infra.spark.spark_conf`) so it sees the Iceberg catalog. It
-writes nothing to the lakehouse: it reads the catalog database, which is safe next to a running pipeline
-(SQLite in WAL mode).
+started with the platform's Spark settings (`infra.spark.spark_conf`) so it sees the Iceberg catalog.
 
-Read-only mode (the default) opens the catalog database read-only, so no commit, DDL or namespace change can
-succeed, and leaves out the Iceberg SQL extensions, so `CALL` procedures (maintenance that deletes files) do
-not even parse. A refused write can still leave unreferenced data files behind (Spark writes them before the
-commit fails); orphan-file maintenance removes those.
+Read-only mode (the default) holds against a hostile client (see docs/analysts.md, "Trust model"):
 
-State lives in `<home>/sql-server/`: `server.pid` (JSON: pid, port, mode, log) and `server.log`.
+- the SQL guard extension (`infra/jvm`, `tributary.sql.ReadOnlyExtension`) refuses, before anything runs,
+  every statement but queries, SHOW, DESCRIBE, EXPLAIN and USE; INSERT ... DIRECTORY, TRANSFORM ... USING,
+  file-path relations (`csv.`/path``) and reflection functions; and any session whose configuration differs
+  from the server's (connect-time `set:hiveconf:`/`set:hivevar:` overrides, SQL `SET` is refused anyway);
+- `spark.sql.runSQLOnFiles=false`, and no Iceberg SQL extensions (`CALL` does not parse);
+- the catalog database is opened read-only (SQLite `open_mode=1`, PostgreSQL `readOnly=true`).
+
+Authentication: with TRIBUTARY_SQL_PASSWORD set, clients must send that password (HiveServer2 CUSTOM
+authentication, `tributary.sql.SharedSecretAuthenticator`); without it, anyone who reaches the port connects.
+Spark settings go to spark-submit in a properties file readable by the owner only (a PostgreSQL catalog URI
+may carry a password), never on the command line; the password is read from the server's environment.
+
+State lives in `<home>/sql-server/`: `server.pid` (JSON: pid, port, mode, auth, log), `server.log` and
+`spark.properties`.
 """
 
 from __future__ import annotations
@@ -36,6 +44,7 @@ MAIN_CLASS = "org.apache.spark.sql.hive.thriftserver.HiveThriftServer2"
 # The JDBC URL's database must be a namespace of the catalog: Hive clients send `USE <database>` on connect
 # and the lakehouse catalog has no `default` namespace.
 DEFAULT_DATABASE = "gold"
+PASSWORD_VARIABLE = "TRIBUTARY_SQL_PASSWORD"
 
 
 @dataclass(frozen=True)
@@ -46,6 +55,7 @@ class ServerInfo:
     port: int
     read_only: bool
     log: str
+    auth: str = "none"  # "password" when clients must send TRIBUTARY_SQL_PASSWORD
 
     @property
     def url(self) -> str:
@@ -85,6 +95,11 @@ def log_file(settings: Settings) -> Path:
     return state_dir(settings) / "server.log"
 
 
+def sql_password() -> str | None:
+    """The shared secret clients must send (TRIBUTARY_SQL_PASSWORD), or None for no authentication."""
+    return os.environ.get(PASSWORD_VARIABLE) or None
+
+
 def spark_home() -> Path:
     """The installed pyspark package folder, which carries bin/spark-submit and the Thrift Server jars."""
     spec = importlib.util.find_spec("pyspark")
@@ -116,6 +131,7 @@ def read_only_catalog_uri(settings: Settings) -> str:
 
 def server_conf(settings: Settings, read_only: bool = True) -> dict[str, str]:
     """Spark settings of the server: the platform's (`spark_conf`), adjusted for a long-lived shared endpoint."""
+    from infra.jars import SQL_GUARD_EXTENSION
     from infra.spark import spark_conf
 
     conf = spark_conf(settings)
@@ -125,24 +141,41 @@ def server_conf(settings: Settings, read_only: bool = True) -> dict[str, str]:
     class_path = [conf["spark.jars"].replace(",", os.pathsep), conf.get("spark.driver.extraClassPath", "")]
     conf["spark.driver.extraClassPath"] = os.pathsep.join(p for p in class_path if p)
     if read_only:
-        conf.pop("spark.sql.extensions", None)  # no CALL procedures; FOR VERSION AS OF is plain Spark SQL
+        # The SQL guard replaces Iceberg's extensions: no CALL procedures; FOR VERSION AS OF is plain Spark SQL.
+        conf["spark.sql.extensions"] = SQL_GUARD_EXTENSION
+        conf["spark.sql.runSQLOnFiles"] = "false"
         conf[f"spark.sql.catalog.{settings.catalog_name}.uri"] = read_only_catalog_uri(settings)
     return conf
 
 
-def server_command(settings: Settings, port: int, read_only: bool = True) -> list[str]:
-    """The spark-submit command line that runs the Thrift Server."""
-    cmd = [str(spark_home() / "bin" / "spark-submit"), "--class", MAIN_CLASS]
-    for key, value in server_conf(settings, read_only).items():
-        cmd += ["--conf", f"{key}={value}"]
-    cmd += [
-        "--hiveconf",
-        f"hive.server2.thrift.port={port}",
-        "--hiveconf",
-        f"hive.server2.thrift.bind.host={HOST}",
-        "spark-internal",
-    ]
-    return cmd
+def _properties(conf: dict[str, str]) -> str:
+    def escape(text: str) -> str:
+        return text.replace("\\", "\\\\").replace("\n", "\\n").replace(":", "\\:").replace("=", "\\=")
+
+    return "".join(f"{escape(key)}={escape(value)}\n" for key, value in sorted(conf.items()))
+
+
+def server_command(settings: Settings, port: int, read_only: bool = True, auth: bool = False) -> list[str]:
+    """The spark-submit command line that runs the Thrift Server; writes its Spark settings to a 0600 file."""
+    from infra.jars import SQL_GUARD_AUTHENTICATOR
+
+    folder = state_dir(settings)
+    folder.mkdir(parents=True, exist_ok=True)
+    properties = folder / "spark.properties"
+    properties.unlink(missing_ok=True)
+    fd = os.open(properties, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as out:
+        out.write(_properties(server_conf(settings, read_only)))
+    cmd = [str(spark_home() / "bin" / "spark-submit"), "--class", MAIN_CLASS, "--properties-file", str(properties)]
+    hive = {"hive.server2.thrift.port": str(port), "hive.server2.thrift.bind.host": HOST}
+    if auth:
+        hive["hive.server2.authentication"] = "CUSTOM"
+        hive["hive.server2.custom.authentication.class"] = SQL_GUARD_AUTHENTICATOR
+    else:
+        hive["hive.server2.authentication"] = "NONE"
+    for key, value in hive.items():
+        cmd += ["--hiveconf", f"{key}={value}"]
+    return [*cmd, "spark-internal"]
 
 
 def _alive(pid: int) -> bool:
@@ -216,6 +249,8 @@ def status(settings: Settings) -> ServerInfo | None:
 def start(settings: Settings, port: int | None = None, read_only: bool = True, timeout: float = 180.0) -> ServerInfo:
     """Start the Thrift Server in the background and return once it accepts connections.
 
+    With TRIBUTARY_SQL_PASSWORD set, clients must send it as their password (any user name).
+
     Raises ConfigError if one already runs for this home or the port is taken, SetupError if it dies or does
     not come up within `timeout` seconds (with the end of its log).
     """
@@ -241,7 +276,8 @@ def start(settings: Settings, port: int | None = None, read_only: bool = True, t
     env = dict(os.environ, SPARK_HOME=str(spark_home()))
     if settings.spark_master.startswith("local"):
         env.setdefault("SPARK_LOCAL_IP", HOST)
-    cmd = server_command(settings, port, read_only)
+    password = sql_password()
+    cmd = server_command(settings, port, read_only, auth=password is not None)
     with log.open("wb") as out:
         proc = subprocess.Popen(
             cmd,
@@ -252,7 +288,8 @@ def start(settings: Settings, port: int | None = None, read_only: bool = True, t
             env=env,
             start_new_session=True,  # its own process group: stop() signals the JVM and nothing else
         )
-    info = ServerInfo(pid=proc.pid, port=port, read_only=read_only, log=str(log))
+    auth = "password" if password else "none"
+    info = ServerInfo(pid=proc.pid, port=port, read_only=read_only, log=str(log), auth=auth)
     pid_file(settings).write_text(json.dumps(asdict(info)))
     deadline = time.monotonic() + timeout
     while not _accepts(port):

@@ -16,19 +16,18 @@ from infra.cli import main
 from infra.errors import TributaryError
 from infra.settings import Settings
 from infra.spark import get_spark
+from infra.sql_catalog import history
 from infra.sql_cli import _completer, interactive
 from infra.sql_local import (
     LocalEngine,
     QueryRefused,
     UnknownTable,
     check_read_only,
-    check_spark_read_only,
-    history,
     referenced_tables,
     run_query,
     settings_env,
-    spark_query,
 )
+from infra.sql_spark import check_spark_read_only, spark_query
 from pipelines.datasets import default_registry
 from pipelines.demo.generator import generate
 from pipelines.formats import table_format
