@@ -27,6 +27,8 @@ from infra.settings import Settings
 
 log = logging.getLogger("tributary")
 _POLL_SECONDS = 0.25
+# Locks this process holds: an operation that holds a table's lock (a full refresh) may run the table itself.
+_held: dict[Path, int] = {}
 
 
 def lock_path(settings: Settings, table: str) -> Path:
@@ -48,8 +50,18 @@ def holder(path: Path) -> str:
 
 @contextmanager
 def table_lock(settings: Settings, table: str, wait_seconds: float) -> Iterator[None]:
-    """Hold `table`'s writer lock; wait up to `wait_seconds` for another holder, then fail naming it."""
+    """Hold `table`'s writer lock; wait up to `wait_seconds` for another holder, then fail naming it.
+
+    Re-entrant within a process (one thread at a time writes a table here: runs are sequential).
+    """
     path = lock_path(settings, table)
+    if path in _held:
+        _held[path] += 1
+        try:
+            yield
+        finally:
+            _held[path] -= 1
+        return
     path.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     try:
@@ -78,9 +90,11 @@ def table_lock(settings: Settings, table: str, wait_seconds: float) -> Iterator[
             "command": " ".join(sys.argv)[:200],
         }
         os.pwrite(fd, json.dumps(info).encode(), 0)
+        _held[path] = 1
         try:
             yield
         finally:
+            del _held[path]
             os.ftruncate(fd, 0)
             fcntl.flock(fd, fcntl.LOCK_UN)
     finally:

@@ -22,6 +22,7 @@ import shutil
 import time
 import uuid
 from collections.abc import Iterable
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
@@ -35,6 +36,7 @@ from infra.errors import ConfigError, PipelineError
 from infra.paths import local_path
 from infra.settings import Settings
 from pipelines.formats import TableFormat, table_format
+from pipelines.locks import table_lock
 from pipelines.registry import FileSource, OutputTable, Registry, TableSource, TableSpec
 from pipelines.runner import RunReport, prepare_tables, run_table
 from pipelines.sinks import AppendSink, RecomputeMergeSink, ValidateDedupeSink
@@ -155,6 +157,11 @@ def _upstream(spark: SparkSession, fmt: TableFormat, spec: TableSpec) -> DataFra
 
 def backfill_days(spark: SparkSession, settings: Settings, spec: TableSpec, start: date, end: date) -> RangeReport:
     """Recompute the days start..end of a day-partitioned recompute-and-merge table and replace exactly those days."""
+    with table_lock(settings, spec.name, settings.lock_wait_seconds):
+        return _backfill_days(spark, settings, spec, start, end)
+
+
+def _backfill_days(spark: SparkSession, settings: Settings, spec: TableSpec, start: date, end: date) -> RangeReport:
     check_range(spec.name, start, end)
     if not isinstance(spec.sink, RecomputeMergeSink):
         raise ConfigError(
@@ -188,6 +195,13 @@ def reprocess(
     upstream rows whose event time falls on those days are validated and deduplicated again; their quarantined
     rows are replaced too.
     """
+    with table_lock(settings, table, settings.lock_wait_seconds):
+        return _reprocess(spark, settings, registry, table, start, end)
+
+
+def _reprocess(
+    spark: SparkSession, settings: Settings, registry: Registry, table: str, start: date, end: date
+) -> RangeReport:
     spec = registry.get(table)
     check_range(table, start, end)
     column = day_column(spec.output)
@@ -378,6 +392,13 @@ def full_refresh(
     """
     check_confirmation(table, confirm)
     chain = downstream_closure(registry, [table])
+    with ExitStack() as locks:
+        for spec in chain:
+            locks.enter_context(table_lock(settings, spec.name, settings.lock_wait_seconds))
+        return _full_refresh(spark, settings, chain)
+
+
+def _full_refresh(spark: SparkSession, settings: Settings, chain: list[TableSpec]) -> list[RunReport]:
     fmt = table_format(settings)
     rebuilt = {spec.name for spec in chain}
     for spec in chain:
