@@ -214,8 +214,9 @@ def _fill_from_progress(report: RunReport, progress: list[dict[str, Any]], copie
         for p in progress:
             for op in p.get("stateOperators", []):
                 report.rows_dropped_by_watermark += int(op.get("numRowsDroppedByWatermark", 0))
-            guard = p.get("observedMetrics", {}).get(streams.TIME_GUARD, {})
-            report.rows_out_of_range += int(guard.get(streams.OUT_OF_RANGE_METRIC) or 0)
+            for name, observed in p.get("observedMetrics", {}).items():
+                if name.startswith(streams.TIME_GUARD):
+                    report.rows_out_of_range += int(observed.get(streams.OUT_OF_RANGE_METRIC) or 0)
 
 
 def _first_line(exc: BaseException) -> str:

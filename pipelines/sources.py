@@ -21,6 +21,7 @@ from pyspark.sql.types import StringType, StructField, StructType
 from infra.errors import PipelineError
 from infra.paths import canonical, misnamed_compression, open_landed
 from infra.settings import Settings
+from pipelines import file_ledger
 from pipelines.checkpoints import pending_batch, seen_files
 from pipelines.formats import TableFormat
 from pipelines.registry import FileSource, TableSource
@@ -67,18 +68,13 @@ def landed_files(settings: Settings, source: FileSource) -> dict[str, Path]:
     }
 
 
-def modified_ms(path: Path) -> int:
-    """A file's modification time in milliseconds, as Spark's file source records it."""
-    return path.stat().st_mtime_ns // 1_000_000
-
-
 def check_landed_files(settings: Settings, source: FileSource, table: str, checkpoint: Path) -> dict[str, Path]:
     """Refuse, naming the file, a landing folder whose files Spark would misread or silently skip.
 
     - gzip data under a name without `.gz` would be read as garbage text;
     - a file of an uncommitted (planned) batch that is gone would make its replay fail;
-    - a file already ingested whose modification time changed was replaced: Spark never reads a path twice, so
-      its new content would be lost without a word.
+    - a file already ingested whose content changed was replaced: Spark never reads a path twice, so its new
+      content would be lost without a word (the same bytes dropped again are fine; see `pipelines.file_ledger`).
     Returns the landed files (canonical path → path) for `check_all_read` after the run.
     """
     files = landed_files(settings, source)
@@ -91,6 +87,8 @@ def check_landed_files(settings: Settings, source: FileSource, table: str, check
             )
     seen = seen_files(checkpoint)
     pending = pending_batch(checkpoint)
+    ledger = file_ledger.load(checkpoint)
+    before = dict(ledger)
     for entry in seen.values():
         path = files.get(entry.path)
         if entry.batch_id == pending:
@@ -100,18 +98,28 @@ def check_landed_files(settings: Settings, source: FileSource, table: str, check
                     "interrupted, and is gone; restore it and re-run (nothing of that batch was committed)"
                 )
             continue
-        if path is not None and modified_ms(path) != entry.modified_ms:
+        if path is not None and not file_ledger.unchanged(ledger, entry, path):
             raise PipelineError(
                 f"table {table}: landing file {path} was already ingested (batch {entry.batch_id}) and has been "
                 "replaced since; landed files are immutable: move it out of the landing folder and land the new "
                 "content under a new name (nothing was written)"
             )
+    if ledger != before:
+        file_ledger.save(checkpoint, ledger)
     return files
 
 
 def check_all_read(table: str, landed: dict[str, Path], checkpoint: Path) -> None:
-    """After a bounded run, every file that was landed when it started must have been read."""
-    unread = sorted(set(landed) - set(seen_files(checkpoint)))
+    """After a bounded run, every file that was landed when it started must have been read; fingerprint them."""
+    seen = seen_files(checkpoint)
+    ledger = file_ledger.load(checkpoint)
+    recorded = len(ledger)
+    for name, entry in seen.items():
+        if name not in ledger and name in landed:
+            file_ledger.unchanged(ledger, entry, landed[name])
+    if len(ledger) != recorded:
+        file_ledger.save(checkpoint, ledger)
+    unread = sorted(set(landed) - set(seen))
     if unread:
         raise PipelineError(
             f"table {table}: {len(unread)} landed file(s) were not ingested, e.g. {landed[unread[0]]}; "

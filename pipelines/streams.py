@@ -41,12 +41,16 @@ def in_time_range(watermark: Watermark) -> Column:
     return F.coalesce(F.expr(condition), F.lit(False))
 
 
-def guard_time_range(df: DataFrame, watermark: Watermark) -> DataFrame:
-    """Leave out (and count, as the query's observed `rows_out_of_range`) rows outside the plausible range."""
+def guard_time_range(df: DataFrame, watermark: Watermark, name: str = "") -> DataFrame:
+    """Leave out (and count, as the query's observed `rows_out_of_range`) rows outside the plausible range.
+
+    `name` tells the inputs of one query apart (observed metric names must be unique within a query).
+    """
     flag = "_tributary_out_of_range"
     # Observed metrics may not hold the batch time itself: flag rows in a projection first.
     flagged = df.withColumn(flag, (~in_time_range(watermark)).cast("long"))
-    observed = flagged.observe(TIME_GUARD, F.coalesce(F.sum(flag), F.lit(0)).alias(OUT_OF_RANGE_METRIC))
+    metric = F.coalesce(F.sum(flag), F.lit(0)).alias(OUT_OF_RANGE_METRIC)
+    observed = flagged.observe(f"{TIME_GUARD}{name}", metric)
     return observed.filter(F.col(flag) == 0).drop(flag)
 
 OUT_COLUMN = "_out"
@@ -113,7 +117,7 @@ def query_frame(spark: SparkSession, settings: Settings, fmt: TableFormat, spec:
     watermark_ms = committed_watermark_ms(settings.checkpoint_for(spec.name)) if spec.late_table else 0
     inputs: list[DataFrame] = []
     late_parts: list[DataFrame] = []
-    for name, df, watermark in _inputs(spark, settings, fmt, spec):
+    for index, (name, df, watermark) in enumerate(_inputs(spark, settings, fmt, spec)):
         if watermark is None:  # a static table, or a stream without event time
             inputs.append(df)
             continue
@@ -124,7 +128,7 @@ def query_frame(spark: SparkSession, settings: Settings, fmt: TableFormat, spec:
             late_parts.append(_late_rows(df.filter(diverted), name, watermark.column, watermark_ms))
             df = df.filter(event_time.isNull() | ~diverted)
         else:
-            df = guard_time_range(df, watermark)
+            df = guard_time_range(df, watermark, f"_{index}")
         inputs.append(df.withWatermark(watermark.column, watermark.delay))
     out = spec.transform(*inputs)
     if not spec.late_table:

@@ -117,6 +117,22 @@ def test_file_replaced_after_ingestion_is_refused_by_name(spark, fresh_settings)
     assert [r.event_id for r in table(spark, s, "bronze.events").collect()] == ["e1"]
 
 
+def test_same_file_dropped_again_is_harmless(spark, fresh_settings):
+    s = fresh_settings
+    spec = default_registry().get("bronze.events")
+    lines = [_event("e1", "2026-11-01T10:00:00Z"), _event("e2", "2026-11-01T11:00:00Z")]
+    path = _land_lines(s, "a.json", lines)
+    run_table(spark, s, spec)
+    _land_lines(s, "a.json", lines)  # the producer sends the same bytes again
+    later = time.time_ns() + 5_000_000_000
+    os.utime(path, ns=(later, later))
+
+    again = run_table(spark, s, spec)
+
+    assert again.rows_written() == 0
+    assert sorted(r.event_id for r in table(spark, s, "bronze.events").collect()) == ["e1", "e2"]
+
+
 @pytest.mark.slow
 def test_file_gone_after_planning_is_named_then_ingested_once_restored(spark, fresh_settings):
     s, registry = fresh_settings, crash_registry()
