@@ -63,9 +63,7 @@ def landed_files(settings: Settings, source: FileSource) -> dict[str, Path]:
     folder = landing_folder(settings, source)
     if not folder.is_dir():
         return {}
-    return {
-        canonical(str(p)): p for p in sorted(folder.iterdir()) if p.is_file() and not p.name.startswith((".", "_"))
-    }
+    return {canonical(str(p)): p for p in sorted(folder.iterdir()) if p.is_file() and not p.name.startswith((".", "_"))}
 
 
 def check_landed_files(settings: Settings, source: FileSource, table: str, checkpoint: Path) -> dict[str, Path]:

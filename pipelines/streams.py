@@ -53,6 +53,7 @@ def guard_time_range(df: DataFrame, watermark: Watermark, name: str = "") -> Dat
     observed = flagged.observe(f"{TIME_GUARD}{name}", metric)
     return observed.filter(F.col(flag) == 0).drop(flag)
 
+
 OUT_COLUMN = "_out"
 LATE_COLUMN = "_late"
 LATE_SCHEMA = StructType(

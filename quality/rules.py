@@ -80,8 +80,7 @@ def time_range_condition(column: str, earliest: str, max_future: str, reference:
     if not _INTERVAL.match(max_future):
         raise ConfigError(f"event-time range: max_future={max_future!r} is not like '1 day' or '6 hours'")
     return (
-        f"{column} IS NULL OR ({column} >= TIMESTAMP '{earliest}' "
-        f"AND {column} <= {reference} + INTERVAL {max_future})"
+        f"{column} IS NULL OR ({column} >= TIMESTAMP '{earliest}' AND {column} <= {reference} + INTERVAL {max_future})"
     )
 
 
