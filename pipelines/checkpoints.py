@@ -57,6 +57,11 @@ def _batch_files(folder: Path) -> dict[int, Path]:
     return {int(p.name): p for p in folder.iterdir() if p.name.isdigit() and p.is_file()}
 
 
+def last_planned_batch(checkpoint: Path) -> int | None:
+    """The id of the last batch the query at `checkpoint` planned (`offsets/<n>`), if any."""
+    return max(_batch_files(checkpoint / "offsets"), default=None)
+
+
 def pending_batch(checkpoint: Path) -> int | None:
     """The id of a batch that was planned (`offsets/<n>`) but never committed (`commits/<n>`), if any.
 

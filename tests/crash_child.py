@@ -23,7 +23,7 @@ from pyspark.sql.readwriter import DataFrameWriterV2
 from infra.settings import Settings
 from infra.spark import get_spark
 from pipelines import runner
-from pipelines.checkpoints import _batch_files
+from pipelines.checkpoints import last_planned_batch
 from tests.crash_registry import crash_registry
 
 POINTS = ("before", "between", "after", "committed")
@@ -65,8 +65,8 @@ def main() -> None:
     assert point in POINTS, point
     settings = dataclasses.replace(Settings.from_env(home=home).with_home(Path(home)), catalog_name=catalog)
     spec = crash_registry().get(target)
-    planned = _batch_files(settings.checkpoint_for(target) / "offsets")
-    kill_batch = (max(planned) + 1 if planned else 0) + int(relative_batch)
+    planned = last_planned_batch(settings.checkpoint_for(target))
+    kill_batch = (planned + 1 if planned is not None else 0) + int(relative_batch)
     _state["point"] = point
 
     DataFrameWriterV2.append = _counting(DataFrameWriterV2.append)
