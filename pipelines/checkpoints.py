@@ -51,7 +51,8 @@ class ConsumerPosition:
         )
 
 
-def _batch_files(folder: Path) -> dict[int, Path]:
+def batch_files(folder: Path) -> dict[int, Path]:
+    """The numbered entries of a checkpoint log folder (`offsets/`, `commits/`) by batch id."""
     if not folder.is_dir():
         return {}
     return {int(p.name): p for p in folder.iterdir() if p.name.isdigit() and p.is_file()}
@@ -59,7 +60,7 @@ def _batch_files(folder: Path) -> dict[int, Path]:
 
 def last_planned_batch(checkpoint: Path) -> int | None:
     """The id of the last batch the query at `checkpoint` planned (`offsets/<n>`), if any."""
-    return max(_batch_files(checkpoint / "offsets"), default=None)
+    return max(batch_files(checkpoint / "offsets"), default=None)
 
 
 def pending_batch(checkpoint: Path) -> int | None:
@@ -67,11 +68,11 @@ def pending_batch(checkpoint: Path) -> int | None:
 
     Spark re-runs such a batch first when the query restarts, with the same input it planned.
     """
-    offsets = _batch_files(checkpoint / "offsets")
+    offsets = batch_files(checkpoint / "offsets")
     if not offsets:
         return None
     last = max(offsets)
-    return None if last in _batch_files(checkpoint / "commits") else last
+    return None if last in batch_files(checkpoint / "commits") else last
 
 
 @dataclass(frozen=True)
@@ -129,11 +130,11 @@ def _initial_snapshots(checkpoint: Path) -> list[int]:
 
 def restart_position(consumer: str, checkpoint: Path) -> ConsumerPosition:
     """The snapshot `consumer` (a stream reading one Iceberg table) will restart from, read from its checkpoint."""
-    offsets = _batch_files(checkpoint / "offsets")
+    offsets = batch_files(checkpoint / "offsets")
     if not offsets:
         return ConsumerPosition(consumer, checkpoint, None, None, False)
     last = max(offsets)
-    committed = last in _batch_files(checkpoint / "commits")
+    committed = last in batch_files(checkpoint / "commits")
     if committed:
         source = offsets[last]
     elif last - 1 in offsets:

@@ -21,6 +21,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StringType, StructField, StructType, TimestampType
 
 from infra.settings import Settings
+from pipelines.checkpoints import batch_files
 from pipelines.formats import TableFormat
 from pipelines.registry import FileSource, OutputTable, StaticSource, TableSource, TableSpec, Watermark
 from pipelines.sinks import BatchContext
@@ -78,20 +79,14 @@ def committed_watermark_ms(checkpoint: Path) -> int:
     Spark records the watermark for the next batch in the commit log (`commits/<n>`: nextBatchWatermarkMs); a
     planned but uncommitted batch is re-run with the watermark stored in its offsets entry (`offsets/<n>`).
     """
-    offsets = _batches(checkpoint / "offsets")
+    offsets = batch_files(checkpoint / "offsets")
     if not offsets:
         return 0
     last = max(offsets)
-    commits = _batches(checkpoint / "commits")
+    commits = batch_files(checkpoint / "commits")
     if last in commits:
         return int(_metadata(commits[last]).get("nextBatchWatermarkMs", 0))
     return int(_metadata(offsets[last]).get("batchWatermarkMs", 0))
-
-
-def _batches(folder: Path) -> dict[int, Path]:
-    if not folder.is_dir():
-        return {}
-    return {int(p.name): p for p in folder.iterdir() if p.name.isdigit() and p.is_file()}
 
 
 def _metadata(path: Path) -> dict:
