@@ -20,10 +20,12 @@ from infra.errors import PipelineError
 from infra.paths import open_landed
 from infra.sql_local import run_query
 from pipelines.datasets import default_registry
+from pipelines.datasets.ecommerce import counts_5m_transform
 from pipelines.demo.clickstream import generate_clickstream, write_json_lines
 from pipelines.demo.generator import DEFAULT_START, generate
 from pipelines.locks import lock_path, table_lock
 from pipelines.pipeline import run_pipeline
+from pipelines.registry import TableSource
 from pipelines.runner import run_table
 from tests.crash_registry import crash_registry
 from tests.helpers import table
@@ -268,6 +270,23 @@ def test_implausible_time_never_reaches_a_watermark_read_from_bronze(spark, fres
     late = table(spark, s, "gold.ad_clicks_late").filter(F.col("record").contains("c-future")).collect()
     assert len(late) == 1 and late[0].event_time.year == 9999
     assert table(spark, s, "gold.ad_clicks").count() > 0
+
+
+def test_implausible_time_without_a_late_table_is_counted_not_used(spark, fresh_settings):
+    s = fresh_settings
+    registry = default_registry()
+    counts = registry.get("gold.event_counts_5m")
+    direct = replace(counts, output=replace(counts.output, name="gold.counts_from_bronze"), expectations=())
+    direct = replace(direct, source=TableSource("bronze.events"), transform=counts_5m_transform)
+    generate(s.landing, rows=300, files=1, seed=12)
+    _land_lines(s, "future.json", [_event("future", "9999-12-31T23:59:59Z")])
+    run_table(spark, s, registry.get("bronze.events"))
+
+    report = run_table(spark, s, direct)
+
+    assert report.rows_out_of_range == 1
+    assert report.watermark.startswith("2026-11-")
+    assert table(spark, s, "gold.counts_from_bronze").filter(F.year("window_start") == 9999).count() == 0
 
 
 def test_bytes_that_are_not_utf8_are_kept_readable(spark, fresh_settings):
