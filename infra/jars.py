@@ -82,14 +82,23 @@ def _verify(kind: str, path: Path) -> Path:
     return path
 
 
+def _usable(kind: str, target: Path) -> bool:
+    """Whether a jar built earlier is there and sound; a broken one is deleted so it is built again."""
+    if not target.is_file():
+        return False
+    try:
+        _verify(kind, target)
+    except SetupError:
+        target.unlink()
+        return False
+    return True
+
+
 def build_relocated_jackson(cache: Path) -> Path:
     """Build (once) the Jackson jar relocated into Iceberg's shaded package; return its path."""
     target = cache / f"iceberg-{ICEBERG_VERSION}-jackson-{JACKSON_VERSION}-relocated.jar"
-    if target.is_file():
-        try:
-            return _verify("jackson-relocated", target)
-        except SetupError:
-            target.unlink()
+    if _usable("jackson-relocated", target):
+        return target
     if not JARJAR.is_file():
         raise SetupError(f"{JARJAR} is missing: install Debian's jarjar with 'apt-get install libjarjar-java'")
     sources = [_pyspark_jar_dir() / f"{name}-{JACKSON_VERSION}.jar" for name in JACKSON_ARTIFACTS]
@@ -149,11 +158,8 @@ def build_sql_guard(cache: Path) -> Path:
     for src in sources:
         digest.update(src.relative_to(SQL_GUARD_SOURCES).as_posix().encode() + b"\0" + src.read_bytes())
     target = cache / f"tributary-sql-guard-{digest.hexdigest()[:16]}.jar"
-    if target.is_file():
-        try:
-            return _verify("sql-guard", target)
-        except SetupError:
-            target.unlink()
+    if _usable("sql-guard", target):
+        return target
     cache.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=cache) as tmp:
         classes = Path(tmp) / "classes"

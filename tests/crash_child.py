@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import signal
+import subprocess
 import sys
 from pathlib import Path
 
@@ -58,6 +59,31 @@ def _counting_sql(sql):
         return result
 
     return wrapper
+
+
+def kill_in_child(settings: Settings, target: str, batch: int, point: str) -> None:
+    """Run `target` in a child process that must be SIGKILLed at (batch, point); fail the test if it is not."""
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "tests.crash_child",
+            str(settings.home),
+            settings.catalog_name,
+            target,
+            str(batch),
+            point,
+        ],
+        cwd=Path(__file__).resolve().parent.parent,
+        env={**os.environ, "TRIBUTARY_HOME": str(settings.home)},
+        start_new_session=True,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == -9, (
+        f"child was not killed at {point} of batch {batch}: rc={proc.returncode}\n" + (proc.stderr[-3000:])
+    )
 
 
 def main() -> None:

@@ -10,10 +10,6 @@ whose events overlap the first, so its batches carry late rows too.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 from pyspark.sql import functions as F
@@ -24,10 +20,9 @@ from pipelines.pipeline import run_pipeline
 from pipelines.registry import Registry
 from pipelines.runner import run_table
 from tests.conftest import make_settings
+from tests.crash_child import kill_in_child
 from tests.crash_registry import crash_registry
 from tests.helpers import table
-
-REPO = Path(__file__).resolve().parent.parent
 
 # (target, batch counted from the first the killed run plans, kill point, drops of data)
 CASES = [
@@ -132,16 +127,7 @@ def test_kill_then_rerun_matches_uninterrupted(spark, fresh_settings, reference,
         run_pipeline(spark, s, registry, [*chain, target])
         _land(s, 2)
     run_pipeline(spark, s, registry, chain)
-    proc = subprocess.run(
-        [sys.executable, "-m", "tests.crash_child", str(s.home), s.catalog_name, target, str(batch), point],
-        cwd=REPO,
-        env={**os.environ, "TRIBUTARY_HOME": str(s.home)},
-        start_new_session=True,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert proc.returncode == -9, f"child was not killed at the kill point: rc={proc.returncode}\n{proc.stderr[-3000:]}"
+    kill_in_child(s, target, batch, point)
 
     run_table(spark, s, registry.get(target))
 

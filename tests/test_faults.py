@@ -27,33 +27,12 @@ from pipelines.locks import lock_path, table_lock
 from pipelines.pipeline import run_pipeline
 from pipelines.registry import TableSource
 from pipelines.runner import run_table
+from tests.crash_child import kill_in_child
 from tests.crash_registry import crash_registry
 from tests.helpers import table
 
 REPO = Path(__file__).resolve().parent.parent
 TRIBUTARY = str(Path(sys.executable).parent / "tributary")
-
-
-def _kill_child(settings, target: str, batch: int, point: str) -> None:
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "tests.crash_child",
-            str(settings.home),
-            settings.catalog_name,
-            target,
-            str(batch),
-            point,
-        ],
-        cwd=REPO,
-        env={**os.environ, "TRIBUTARY_HOME": str(settings.home)},
-        start_new_session=True,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert proc.returncode == -9, f"child was not killed: rc={proc.returncode}\n{proc.stderr[-3000:]}"
 
 
 def _event(event_id: str, when: str, **extra) -> str:
@@ -82,7 +61,7 @@ def test_rerun_after_interrupted_batch_also_reads_what_landed_since(spark, fresh
     s, registry = fresh_settings, crash_registry()
     generate(s.landing, rows=600, files=2, seed=5)
     run_table(spark, s, registry.get("bronze.events"))
-    _kill_child(s, "silver.events", 0, "after")  # silver committed, its checkpoint not
+    kill_in_child(s, "silver.events", 0, "after")  # silver committed, its checkpoint not
     generate(s.landing, rows=600, files=2, seed=6, start=DEFAULT_START.replace(day=5))
     run_table(spark, s, registry.get("bronze.events"))
 
@@ -141,7 +120,7 @@ def test_file_gone_after_planning_is_named_then_ingested_once_restored(spark, fr
     generate(s.landing, rows=300, files=3, seed=7)
     files = sorted((s.landing / "events").glob("*.json"))
     contents = {p: p.read_bytes() for p in files}
-    _kill_child(s, "bronze.events", 0, "before")  # batch 0 planned (one file), nothing written
+    kill_in_child(s, "bronze.events", 0, "before")  # batch 0 planned (one file), nothing written
     planned = [p for p in files if p.name in (s.checkpoint_for("bronze.events") / "sources" / "0" / "0").read_text()]
     assert len(planned) == 1
     planned[0].unlink()
