@@ -7,6 +7,7 @@ import sys
 import time
 from typing import Any
 
+from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from infra.settings import Settings
@@ -18,7 +19,7 @@ from pipelines.demo.generator import generate
 from pipelines.formats import table_format
 from pipelines.registry import FileSource
 from pipelines.runner import run_table
-from pipelines.sources import file_read_schema
+from pipelines.sources import batch_read_files, file_read_schema
 
 BARE_START = (
     "import time; t = time.perf_counter(); from pyspark.sql import SparkSession; "
@@ -90,6 +91,8 @@ def bench_pipeline(settings: Settings, rows: int = 1_000_000, files: int = 20) -
     clean.writeTo(fmt.qualified("baseline.silver")).using("iceberg").createOrReplace()
     result["baseline_silver_seconds"] = round(time.perf_counter() - t, 2)
 
+    result["landing_parse"] = bench_landing_parse(spark, settings)
+
     result["ratio_bronze_vs_baseline"] = round(
         layers["bronze.events"]["seconds"] / result["baseline_bronze_seconds"], 2
     )
@@ -102,3 +105,30 @@ def bench_pipeline(settings: Settings, rows: int = 1_000_000, files: int = 20) -
         "noop_under_2x_bare_start": result["ratio_noop_vs_bare_start"] < 2.0,
     }
     return result
+
+
+def bench_landing_parse(spark: SparkSession, settings: Settings, repeats: int = 3) -> dict[str, Any]:
+    """Parsing the landed JSON: Spark's JSON reader vs Tributary's line-exact parse (one record per line, UTF-8
+    checked), both read to the end with no write; best of `repeats` warm runs each."""
+    source = FileSource("events", "json", LANDED_SCHEMA)
+    folder = str(settings.landing / "events")
+
+    def json_reader() -> None:
+        options = {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": "_corrupt_record"}
+        spark.read.schema(file_read_schema(source)).options(**options).json(folder).write.format("noop").mode(
+            "overwrite"
+        ).save()
+
+    def line_exact() -> None:
+        batch_read_files(spark, source, [folder]).write.format("noop").mode("overwrite").save()
+
+    out: dict[str, Any] = {}
+    for name, job in (("json_reader_seconds", json_reader), ("line_exact_seconds", line_exact)):
+        times = []
+        for _ in range(repeats):
+            t = time.perf_counter()
+            job()
+            times.append(time.perf_counter() - t)
+        out[name] = round(min(times), 2)
+    out["line_exact_vs_json_reader"] = round(out["line_exact_seconds"] / out["json_reader_seconds"], 2)
+    return out
