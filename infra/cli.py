@@ -55,9 +55,29 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
     registry = default_registry()
     tables = args.tables or None
     spark = get_spark(settings)
-    reports = run_pipeline(spark, settings, registry, tables)
+    reports = run_pipeline(spark, settings, registry, tables, include_upstream=args.with_upstream)
     print(format_numbers(report_numbers(reports)))
     return 0
+
+
+def _infer(args: argparse.Namespace, settings: Settings) -> int:
+    """Print the schema of the files landed for a dataset as code to paste into a spec."""
+    from infra.spark import get_spark
+    from pipelines.infer import choose_sample, dataset_folder, infer_schema, schema_code
+
+    folder = dataset_folder(settings.landing, args.dataset)
+    choose_sample(folder, args.format, args.sample_files)  # a missing, empty or mixed folder fails before Spark
+    spark = get_spark(settings)
+    inferred = infer_schema(spark, folder, args.format, args.sample_files, args.sample_rows, scratch=settings.home)
+    print(schema_code(inferred))
+    return 0
+
+
+def _positive_int(text: str) -> int:
+    """An argparse type: a whole number of at least 1."""
+    if not (text.isascii() and text.isdigit()) or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive whole number, got {text!r}")
+    return int(text)
 
 
 def _demo(args: argparse.Namespace, settings: Settings) -> int:
@@ -128,7 +148,19 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, Handler]]:
 
     run = sub.add_parser("run", help="run tables incrementally (default: all, upstream first)")
     run.add_argument("tables", nargs="*", help="table names such as silver.events")
+    run.add_argument(
+        "--with-upstream",
+        action="store_true",
+        help="first run every table the named tables read (transitively), in registry order, each once",
+    )
     handlers["run"] = _run
+
+    infer = sub.add_parser("infer", help="print the schema of a dataset's landed files as code for a spec")
+    infer.add_argument("dataset", help="folder under the landing root, e.g. events")
+    infer.add_argument("--format", choices=("json", "csv", "parquet"), help="default: from the file names")
+    infer.add_argument("--sample-files", type=_positive_int, default=20, help="files to sample (default 20)")
+    infer.add_argument("--sample-rows", type=_positive_int, default=10_000, help="records to sample (default 10000)")
+    handlers["infer"] = _infer
 
     demo = sub.add_parser("demo", help="generate sample data and materialize every asset through Dagster")
     demo.add_argument("--rows", type=int, default=100_000)
