@@ -46,8 +46,19 @@ class TableFormat(Protocol):
         """The name Spark SQL resolves (catalog-qualified)."""
         ...
 
-    def ensure_table(self, spark: SparkSession, table: OutputTable) -> None:
-        """Create the namespace and table if missing; fail if an existing table's schema differs."""
+    def ensure_table(self, spark: SparkSession, table: OutputTable, allow_added: bool = False) -> None:
+        """Create the namespace and table if missing; add declared columns it lacks; fail on other differences.
+
+        `allow_added`: the table may hold columns its spec does not declare (added by schema evolution).
+        """
+        ...
+
+    def columns(self, spark: SparkSession, name: str) -> list[str]:
+        """The table's column names now."""
+        ...
+
+    def add_string_columns(self, spark: SparkSession, name: str, columns: list[str]) -> None:
+        """Add nullable string columns (schema evolution of landed data)."""
         ...
 
     def committed_batches(self, spark: SparkSession, name: str, writer: str) -> set[int]:
@@ -74,19 +85,33 @@ class IcebergFormat:
         ns, table = validate_table_name(name)
         return f"{self.catalog}.{ns}.{table}"
 
-    def ensure_table(self, spark: SparkSession, table: OutputTable) -> None:
-        """Create the namespace and table if missing; fail naming the table if its columns differ."""
+    def ensure_table(self, spark: SparkSession, table: OutputTable, allow_added: bool = False) -> None:
+        """Create the namespace and table if missing; add declared columns it lacks; fail naming the table if
+        a column's type differs or (unless `allow_added`) it holds columns the spec does not declare."""
         qualified = self.qualified(table.name)
         ns = qualified.rsplit(".", 1)[0]
         spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {ns}")
         if spark.catalog.tableExists(qualified):
             existing = spark.table(qualified).schema
-            _check_schema(table.name, existing, table.schema)
+            _check_schema(table.name, existing, table.schema, allow_added)
+            missing = [f for f in table.schema.fields if f.name not in existing.names]
+            if missing:
+                columns = ", ".join(f"{f.name} {f.dataType.simpleString()}" for f in missing)
+                spark.sql(f"ALTER TABLE {qualified} ADD COLUMNS ({columns})")
             return
         props = ", ".join(f"'{k}'='{v}'" for k, v in DEFAULT_TABLE_PROPERTIES.items())
         partition = f" PARTITIONED BY ({', '.join(table.partition_by)})" if table.partition_by else ""
         ddl = ", ".join(f"{f.name} {f.dataType.simpleString()}" for f in table.schema.fields)
         spark.sql(f"CREATE TABLE IF NOT EXISTS {qualified} ({ddl}) USING iceberg{partition} TBLPROPERTIES ({props})")
+
+    def columns(self, spark: SparkSession, name: str) -> list[str]:
+        """The table's column names now (from its metadata)."""
+        return spark.table(self.qualified(name)).columns
+
+    def add_string_columns(self, spark: SparkSession, name: str, columns: list[str]) -> None:
+        """Add nullable string columns (Iceberg schema evolution: a metadata-only change)."""
+        ddl = ", ".join(f"`{c}` string" for c in columns)
+        spark.sql(f"ALTER TABLE {self.qualified(name)} ADD COLUMNS ({ddl})")
 
     def committed_batches(self, spark: SparkSession, name: str, writer: str) -> set[int]:
         """Read the snapshot summaries: each append records which writer and batch made it."""
@@ -142,16 +167,17 @@ class DeltaFormat:
         )
 
 
-def _check_schema(name: str, existing: StructType, declared: StructType) -> None:
+def _check_schema(name: str, existing: StructType, declared: StructType, allow_added: bool = False) -> None:
+    """Declared columns the table lacks are added by `ensure_table`; changed types and (unless allowed) columns
+    the spec does not declare are errors."""
     have = {f.name: f.dataType.simpleString() for f in existing.fields}
     want = {f.name: f.dataType.simpleString() for f in declared.fields}
-    if have != want:
-        missing = sorted(set(want) - set(have))
-        extra = sorted(set(have) - set(want))
-        changed = sorted(k for k in set(have) & set(want) if have[k] != want[k])
+    extra = [] if allow_added else sorted(set(have) - set(want))
+    changed = sorted(k for k in set(have) & set(want) if have[k] != want[k])
+    if extra or changed:
         raise ConfigError(
             f"table {name!r} exists with a different schema than its spec declares "
-            f"(missing columns {missing}, unexpected {extra}, changed types {changed}); "
+            f"(unexpected columns {extra}, changed types {changed}); "
             "migrate the table or run a full refresh"
         )
 

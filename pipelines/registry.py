@@ -20,19 +20,43 @@ if TYPE_CHECKING:
 
 Layer = Literal["bronze", "silver", "gold"]
 OutputMode = Literal["append", "update", "complete"]
+SchemaEvolution = Literal["rescue", "add_new_columns", "fail"]
+SCHEMA_EVOLUTION_MODES: tuple[SchemaEvolution, ...] = ("rescue", "add_new_columns", "fail")
+FILES_SUFFIX = "_files"
 LAYERS: tuple[Layer, ...] = ("bronze", "silver", "gold")
 _SORT_ITEM = re.compile(r"^[a-z_][a-z0-9_]*( (asc|desc))?( nulls (first|last))?$", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
 class FileSource:
-    """Files landed under `<landing>/<dataset>/`, read incrementally with an explicit schema."""
+    """Files landed under `<landing>/<dataset>/`, read incrementally with an explicit schema (docs/landing.md).
+
+    `schema_evolution` says what a field the schema does not declare does: `rescue` keeps it in `_rescued_data`,
+    `add_new_columns` adds it to the table as a nullable string column, `fail` stops the run naming the file.
+    A file with at least `reject_file_ratio` of its rows corrupt is rejected whole (`pipelines.file_health`).
+    """
 
     dataset: str
     format: Literal["json", "csv", "parquet"]
     schema: StructType
     max_files_per_trigger: int | None = None
     options: tuple[tuple[str, str], ...] = ()
+    schema_evolution: SchemaEvolution = "rescue"
+    reject_file_ratio: float = 0.5
+
+    def validate(self, table: str) -> None:
+        """Raise ConfigError naming `table` and the field when a setting is invalid."""
+        if self.schema_evolution not in SCHEMA_EVOLUTION_MODES:
+            raise ConfigError(
+                f"table {table!r}: schema_evolution={self.schema_evolution!r} is not one of "
+                f"{', '.join(SCHEMA_EVOLUTION_MODES)}"
+            )
+        ratio = self.reject_file_ratio
+        if isinstance(ratio, bool) or not isinstance(ratio, int | float) or not 0 < ratio <= 1:
+            raise ConfigError(
+                f"table {table!r}: reject_file_ratio={ratio!r} is invalid; it must be a number in (0, 1] "
+                "(the share of corrupt rows at which a landed file is rejected whole; default 0.5)"
+            )
 
 
 @dataclass(frozen=True)
@@ -165,9 +189,58 @@ class TableSpec:
         main = (self.upstream,) if self.upstream else ()
         return (*main, *(s.table for s in self.secondary_sources))
 
+    @property
+    def files_table(self) -> str | None:
+        """The table of per-file health a file-source spec writes (`<table>_files`), else None."""
+        return f"{self.name}{FILES_SUFFIX}" if isinstance(self.source, FileSource) else None
+
     def outputs(self) -> tuple[OutputTable, ...]:
-        """All tables this spec writes, the main one first."""
-        return (self.output, *self.extra_outputs)
+        """All tables this spec writes, the main one first (a file source's per-file health table last)."""
+        files = (files_output(self.files_table),) if self.files_table else ()
+        return (self.output, *self.extra_outputs, *files)
+
+
+def files_output(name: str) -> OutputTable:
+    """The per-file health table of a file source: one row per landed file (and per acknowledgement)."""
+    from pyspark.sql.types import ArrayType, LongType, StringType, StructField, StructType, TimestampType
+
+    schema = StructType(
+        [
+            StructField("file", StringType()),
+            StructField("status", StringType()),
+            StructField("reason", StringType()),
+            StructField("rows", LongType()),
+            StructField("corrupt_rows", LongType()),
+            StructField("rescued_rows", LongType()),
+            StructField("new_fields", ArrayType(StringType())),
+            StructField("recorded_at", TimestampType()),
+            StructField("_batch_id", LongType()),
+        ]
+    )
+    return OutputTable(name, schema)
+
+
+def _check_file_spec(spec: TableSpec) -> None:
+    """A file source's transform runs per micro-batch, after each landed file is checked (pipelines.file_health)."""
+    assert isinstance(spec.source, FileSource)
+    spec.source.validate(spec.name)
+    streaming = {
+        "a watermark": spec.watermark is not None,
+        "secondary sources": bool(spec.secondary_sources),
+        "a late table": spec.late_table is not None,
+        f"output_mode {spec.output_mode!r}": spec.output_mode != "append",
+    }
+    for what, declared in streaming.items():
+        if declared:
+            raise ConfigError(
+                f"table {spec.name!r} reads landed files and declares {what}; a file-source table is written per "
+                "micro-batch: land rows in bronze and declare windows, joins and watermarks on a table that reads it"
+            )
+    if spec.source.schema_evolution == "add_new_columns" and spec.layer != "bronze":
+        raise ConfigError(
+            f"table {spec.name!r}: schema_evolution='add_new_columns' adds columns to a bronze table; a "
+            f"{spec.layer} table's columns come from its transform (use 'rescue' or 'fail')"
+        )
 
 
 class Registry:
@@ -185,6 +258,8 @@ class Registry:
             if spec.layer not in LAYERS:
                 raise ConfigError(f"table {spec.name!r}: layer {spec.layer!r} is not one of {LAYERS}")
             spec.maintenance.validate(spec.name)
+            if isinstance(spec.source, FileSource):
+                _check_file_spec(spec)
             if spec.output.name.split(".")[0] != spec.layer:
                 raise ConfigError(f"table {spec.name!r} must live in the {spec.layer!r} namespace")
             for upstream in spec.upstreams:

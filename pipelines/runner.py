@@ -12,14 +12,28 @@ from pyspark.sql import DataFrame, SparkSession
 
 from infra.errors import PipelineError, TributaryError
 from infra.settings import Settings
-from pipelines import streams
+from pipelines import file_health, streams
 from pipelines.checkpoints import pending_batch
 from pipelines.formats import TableFormat, TableStats, table_format
+from pipelines.landing_parse import CsvHeaders
 from pipelines.locks import table_lock
 from pipelines.modes import check_query_mode
-from pipelines.registry import FileSource, TableSpec
+from pipelines.registry import FileSource, StaticSource, TableSource, TableSpec
 from pipelines.sinks import BatchContext
-from pipelines.sources import check_all_read, check_landed_files, find_unreadable_file, read_files, read_table
+from pipelines.sources import (
+    check_all_read,
+    check_landed_files,
+    csv_headers,
+    find_unreadable_file,
+    landed_files,
+    landing_folder,
+    read_files,
+    read_table,
+)
+
+# A CSV file that lands while a run starts has no header in the run's plan: the query restarts to read it.
+_HEADER_RESTARTS = 3
+_LANDED_DURING_START = file_health.LandedDuringStart.__name__
 
 
 @dataclass
@@ -43,6 +57,14 @@ class RunReport:
     tables: dict[str, TableStats] = field(default_factory=dict)
     processed_rows_per_second: float = 0.0
     skipped: bool = False
+    # Why a run had nothing to do, when it is worth saying (e.g. nothing has landed yet).
+    note: str | None = None
+    # Health of every landed file this run read (file sources; pipelines.file_health.FileHealth).
+    files: list[file_health.FileHealth] = field(default_factory=list)
+
+    def file_problems(self) -> list[str]:
+        """One line per rejected, empty or header-only landed file of this run."""
+        return [h.describe(self.table) for h in self.files if h.status != "ok"]
 
     def rows_written(self, table: str | None = None) -> int:
         """Rows appended (or upserted) to `table` (default: the run's main table) by this run."""
@@ -67,14 +89,15 @@ def trigger_for(spec: TableSpec) -> tuple[str, dict[str, Any]]:
     return "once", {"once": True}
 
 
-def source_frame(spark: SparkSession, settings: Settings, fmt: TableFormat, spec: TableSpec) -> DataFrame:
-    """The spec's streaming input after its transform."""
+def source_frame(
+    spark: SparkSession, settings: Settings, fmt: TableFormat, spec: TableSpec, headers: CsvHeaders | None = None
+) -> DataFrame:
+    """The spec's streaming input after its transform (a file source's transform runs per batch, after checks)."""
+    if isinstance(spec.source, FileSource):
+        return read_files(spark, settings, spec.source, headers)
     if streams.needs_query_frame(spec):
         return streams.query_frame(spark, settings, fmt, spec)
-    if isinstance(spec.source, FileSource):
-        df = read_files(spark, settings, spec.source, spec.name)
-    else:
-        df = read_table(spark, fmt, spec.source)
+    df = read_table(spark, fmt, spec.source)
     if spec.watermark is not None:
         df = streams.guard_time_range(df, spec.watermark)
         df = df.withWatermark(spec.watermark.column, spec.watermark.delay)
@@ -82,14 +105,18 @@ def source_frame(spark: SparkSession, settings: Settings, fmt: TableFormat, spec
 
 
 def prepare_tables(spark: SparkSession, fmt: TableFormat, spec: TableSpec) -> None:
-    """Create the spec's output tables if missing."""
+    """Create the spec's output tables if missing (a bronze table under `add_new_columns` may hold more columns)."""
+    evolving = isinstance(spec.source, FileSource) and spec.source.schema_evolution == "add_new_columns"
     for out in spec.outputs():
-        fmt.ensure_table(spark, out)
+        fmt.ensure_table(spark, out, allow_added=evolving and out.name == spec.name)
 
 
-def write_micro_batch(ctx: BatchContext, df: DataFrame, spec: TableSpec) -> None:
-    """Write one micro-batch of `spec`'s query: late rows to the late table, the rest through the spec's sink."""
-    if spec.late_table:
+def write_micro_batch(ctx: BatchContext, df: DataFrame, spec: TableSpec, headers: CsvHeaders | None = None) -> None:
+    """Write one micro-batch of `spec`'s query: landed rows checked file by file, late rows to the late table,
+    the rest through the spec's sink."""
+    if isinstance(spec.source, FileSource):
+        file_health.write_landed(ctx, df, spec, headers)
+    elif spec.late_table:
         streams.write_with_late_rows(ctx, df, spec)
     else:
         spec.sink.write(ctx, df)
@@ -112,20 +139,17 @@ def _run_locked(spark: SparkSession, settings: Settings, spec: TableSpec) -> Run
     started = time.perf_counter()
     checkpoint = settings.checkpoint_for(spec.name)
     metrics: Counter[str] = Counter()
+    _check_upstreams(spark, fmt, spec)
     landed = None
-    if isinstance(spec.source, FileSource) and (settings.landing / spec.source.dataset).is_dir():
-        landed = check_landed_files(settings, spec.source, spec.name, checkpoint)
-
-    def write_batch(df: DataFrame, batch_id: int) -> None:
-        write_micro_batch(BatchContext(spark, fmt, spec.name, checkpoint, batch_id, metrics), df, spec)
-
+    if isinstance(spec.source, FileSource):
+        folder = landing_folder(settings, spec.source)
+        if not folder.is_dir():
+            report.note = f"nothing has landed yet: landing folder {folder} does not exist"
+        else:
+            landed = check_landed_files(settings, spec.source, spec.name, checkpoint)
     try:
         if streams.nothing_to_read(spark, settings, fmt, spec):  # no batch could run: skip the query
-            prepare_tables(spark, fmt, spec)
-            report.skipped = True
-            report.seconds = round(time.perf_counter() - started, 3)
-            report.tables = {out.name: fmt.stats(spark, out.name) for out in spec.outputs()}
-            return report
+            return _skipped(spark, fmt, spec, report, started)
     except TributaryError:
         raise
     except Exception as exc:
@@ -133,16 +157,53 @@ def _run_locked(spark: SparkSession, settings: Settings, spec: TableSpec) -> Run
     # Trigger.Once re-runs an interrupted batch and stops: a second query then reads what arrived since.
     queries = 2 if trigger_name == "once" and pending_batch(checkpoint) is not None else 1
     progress: list[dict[str, Any]] = []
+    files: list[file_health.FileHealth] = []
     for _ in range(queries):
-        progress.extend(_run_query(spark, settings, fmt, spec, trigger_name, trigger, write_batch))
+        for attempt in range(_HEADER_RESTARTS + 1):
+            headers = None
+            if isinstance(spec.source, FileSource) and landed is not None:
+                headers = csv_headers(spec.source, list(landed_files(settings, spec.source).values()))
+
+            def write_batch(df: DataFrame, batch_id: int, headers: CsvHeaders | None = headers) -> None:
+                ctx = BatchContext(spark, fmt, spec.name, checkpoint, batch_id, metrics, files)
+                write_micro_batch(ctx, df, spec, headers)
+
+            try:
+                progress.extend(_run_query(spark, settings, fmt, spec, trigger_name, trigger, write_batch, headers))
+                break
+            except file_health.LandedDuringStart:
+                if attempt == _HEADER_RESTARTS:
+                    raise
     if landed is not None:
         check_all_read(spec.name, landed, checkpoint)
     _fill_from_progress(report, progress, streams.source_copies(spec))
     report.metrics = dict(metrics)
+    report.files = files
     report.seconds = round(time.perf_counter() - started, 3)
     for out in spec.outputs():
         report.tables[out.name] = fmt.stats(spark, out.name)
     return report
+
+
+def _skipped(spark: SparkSession, fmt: TableFormat, spec: TableSpec, report: RunReport, started: float) -> RunReport:
+    prepare_tables(spark, fmt, spec)
+    report.skipped = True
+    report.seconds = round(time.perf_counter() - started, 3)
+    report.tables = {out.name: fmt.stats(spark, out.name) for out in spec.outputs()}
+    return report
+
+
+def _check_upstreams(spark: SparkSession, fmt: TableFormat, spec: TableSpec) -> None:
+    """Fail with one line when a table this spec reads has not been created yet."""
+    sources = [spec.source, *spec.secondary_sources]
+    for source in sources:
+        if isinstance(source, TableSource | StaticSource) and not spark.catalog.tableExists(
+            fmt.qualified(source.table)
+        ):
+            raise PipelineError(
+                f"table {spec.name}: its upstream {source.table} does not exist yet; create it first with "
+                f"'tributary run {source.table}', or run 'tributary run --with-upstream {spec.name}'"
+            )
 
 
 def _run_query(
@@ -153,10 +214,11 @@ def _run_query(
     trigger_name: str,
     trigger: dict[str, Any],
     write_batch: Any,
+    headers: CsvHeaders | None = None,
 ) -> list[dict[str, Any]]:
     """Start the spec's bounded query, wait for it to finish, and return its progress reports."""
     try:
-        stream = source_frame(spark, settings, fmt, spec)
+        stream = source_frame(spark, settings, fmt, spec, headers)
         check_query_mode(spec, stream)  # a mode the query cannot support fails here, before anything is written
         prepare_tables(spark, fmt, spec)
         query = (
@@ -178,6 +240,8 @@ def _run_query(
         else:
             query.awaitTermination()
     except StreamingQueryException as exc:
+        if _LANDED_DURING_START in str(exc):
+            raise file_health.LandedDuringStart(f"table {spec.name}: a file landed while the run started") from exc
         if isinstance(spec.source, FileSource):
             unreadable = find_unreadable_file(settings, spec.source)
             if unreadable:

@@ -23,6 +23,8 @@ from pipelines.formats import TableFormat
 from quality.rules import REASONS_COLUMN, WARNINGS_COLUMN, Rule, rule_failure_counts
 
 _COLUMN = re.compile(r"^[a-z_][a-z0-9_]*$")
+# The quarantine column that identifies a rejected row: the record as it landed.
+QUARANTINE_IDENTITY = "raw_record"
 
 
 @dataclass
@@ -35,6 +37,8 @@ class BatchContext:
     checkpoint: Path
     batch_id: int
     metrics: Counter[str] = field(default_factory=Counter)
+    # Health of the landed files this run wrote (pipelines.file_health.FileHealth), shared across batches.
+    files: list = field(default_factory=list)
     _committed: dict[str, set[int]] = field(default_factory=dict)
 
     @property
@@ -167,9 +171,11 @@ class ValidateDedupeSink:
                 )
         invalid = stats["invalid"] or 0
         if invalid:
-            ctx.metrics["rows_quarantined"] += invalid
-            quarantined = batch.filter(~is_valid).withColumn("reasons", F.col(REASONS_COLUMN))
-            ctx.append(quarantined.select(*self.quarantine_columns), self.quarantine_table)
+            replayed = ctx.already_committed(self.quarantine_table)
+            added = ctx.append(self._new_quarantine(ctx, batch.filter(~is_valid)), self.quarantine_table)
+            if not replayed:
+                ctx.metrics["rows_quarantined"] += added
+                ctx.metrics["duplicates_dropped"] += invalid - added
         valid_rows = stats["rows"] - invalid
         if valid_rows == 0:
             return
@@ -187,6 +193,20 @@ class ValidateDedupeSink:
         new = first.join(existing, list(self.keys), "left_anti").select(*self.columns)
         added = ctx.append(new, ctx.table)
         ctx.metrics["duplicates_dropped"] += valid_rows - added
+
+
+    def _new_quarantine(self, ctx: BatchContext, invalid: DataFrame) -> DataFrame:
+        """Quarantine rows, without those whose original record is already quarantined (a file sent again).
+
+        The record as landed (`raw_record`) is the identity of a rejected row: an invalid row has no trusted key.
+        """
+        rows = invalid.withColumn("reasons", F.col(REASONS_COLUMN))
+        if QUARANTINE_IDENTITY not in self.quarantine_columns:
+            return rows.select(*self.quarantine_columns)
+        order = Window.partitionBy(QUARANTINE_IDENTITY).orderBy(*self.order_by)
+        first = rows.withColumn("_n", F.row_number().over(order)).filter("_n = 1").select(*self.quarantine_columns)
+        existing = ctx.spark.table(ctx.fmt.qualified(self.quarantine_table)).select(QUARANTINE_IDENTITY)
+        return first.join(existing, QUARANTINE_IDENTITY, "left_anti").select(*self.quarantine_columns)
 
 
 @dataclass(frozen=True)

@@ -1,9 +1,9 @@
-"""Streaming sources: landed files with explicit schemas and corrupt-record capture, and upstream tables.
+"""Streaming sources: landed files (checked, then parsed by `pipelines.landing_parse`) and upstream tables.
 
-JSON lines are read as text, one row per non-blank line, and parsed with `from_json`: a line is one record, so
-a line holding a JSON array, binary garbage or bytes that are not UTF-8 becomes exactly one corrupt record
-(kept with invalid bytes replaced by U+FFFD, so every reader can decode it), and landed lines = bronze rows per
-file. Spark's own JSON reader would split an array into several rows and split garbage at carriage returns.
+JSON lines and CSV are read as text, one row per non-blank line: a line is one record, so a line holding a
+JSON array, binary garbage or bytes that are not UTF-8 becomes exactly one corrupt record, and landed lines =
+bronze rows per file. Spark's own JSON reader would split an array into several rows and split garbage at
+carriage returns; its CSV reader would map columns by position.
 """
 
 from __future__ import annotations
@@ -18,15 +18,22 @@ from pyspark.sql import functions as F
 from pyspark.sql.streaming import DataStreamReader
 from pyspark.sql.types import StringType, StructField, StructType
 
-from infra.errors import PipelineError
-from infra.paths import canonical, misnamed_compression, open_landed
+from infra.errors import ConfigError, PipelineError
+from infra.paths import canonical, local_path, misnamed_compression, open_landed
 from infra.settings import Settings
 from pipelines import file_ledger
 from pipelines.checkpoints import pending_batch, seen_files
 from pipelines.formats import TableFormat
+from pipelines.landing_parse import (
+    CORRUPT_COLUMN,
+    RESCUED_COLUMN,
+    CsvHeaders,
+    parse_csv_lines,
+    parse_json_lines,
+    read_csv_headers,
+)
 from pipelines.registry import FileSource, TableSource
 
-CORRUPT_COLUMN = "_corrupt_record"
 LINEAGE_COLUMNS = ("_source_file", "_ingested_at")
 
 
@@ -36,13 +43,10 @@ def landing_folder(settings: Settings, source: FileSource) -> Path:
 
 
 def check_landing(settings: Settings, source: FileSource, table: str) -> list[Path]:
-    """Fail with a clear message if the landing folder is missing or a landed file cannot be read."""
+    """The landed files (none when the folder does not exist yet); fail naming a file that cannot be read."""
     folder = landing_folder(settings, source)
     if not folder.is_dir():
-        raise PipelineError(
-            f"table {table}: landing folder {folder} does not exist; create it or land files with "
-            "'tributary generate' (TRIBUTARY_LANDING sets the landing root)"
-        )
+        return []  # nothing has landed yet
     files = sorted(p for p in folder.iterdir() if not p.name.startswith((".", "_")))
     for path in files:
         if path.is_symlink() and not path.exists():
@@ -142,27 +146,14 @@ def find_unreadable_file(settings: Settings, source: FileSource) -> tuple[Path, 
     return None
 
 
-def file_read_schema(source: FileSource) -> StructType:
-    """The source schema plus the corrupt-record column for text formats."""
-    if source.format == "parquet":
-        return source.schema
-    return StructType([*source.schema.fields, StructField(CORRUPT_COLUMN, StringType(), True)])
-
-
 # Landed files are immutable and never expire: Spark's default maxFileAge (7 days) would silently skip a file
 # whose modification time is older than that relative to the newest file seen.
 _NEVER_EXPIRE = "36500d"
 
 
-def _parse_options(source: FileSource) -> dict[str, str]:
-    options = {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT_COLUMN}
-    options.update(dict(source.options))
-    return options
-
-
 def _reads_lines(source: FileSource) -> bool:
-    """JSON lines are read as text and parsed per line (see the module doc); multi-line JSON cannot be."""
-    return source.format == "json" and dict(source.options).get("multiLine", "false").lower() != "true"
+    """JSON lines and CSV are read as text and parsed per line (`pipelines.landing_parse`)."""
+    return source.format in ("json", "csv") and dict(source.options).get("multiLine", "false").lower() != "true"
 
 
 def file_reader_options(source: FileSource) -> dict[str, str]:
@@ -170,10 +161,8 @@ def file_reader_options(source: FileSource) -> dict[str, str]:
     if _reads_lines(source):
         return {"lineSep": "\n"}
     options: dict[str, str] = {}
-    if source.format in ("json", "csv"):
+    if source.format == "json":
         options.update(mode="PERMISSIVE", columnNameOfCorruptRecord=CORRUPT_COLUMN)
-    if source.format == "csv":
-        options["header"] = "true"
     options.update(dict(source.options))
     return options
 
@@ -181,40 +170,50 @@ def file_reader_options(source: FileSource) -> dict[str, str]:
 def _reader(reader: DataFrameReader | DataStreamReader, source: FileSource) -> DataFrameReader | DataStreamReader:
     if _reads_lines(source):
         return reader.format("text").options(**file_reader_options(source))
-    return reader.format(source.format).schema(file_read_schema(source)).options(**file_reader_options(source))
+    if source.format == "csv":
+        raise ConfigError(f"dataset {source.dataset}: multi-line CSV is not supported; land one record per line")
+    schema = source.schema
+    if source.format == "json":
+        schema = StructType([*schema.fields, StructField(CORRUPT_COLUMN, StringType())])
+    return reader.format(source.format).schema(schema).options(**file_reader_options(source))
 
 
-def parse_landed(df: DataFrame, source: FileSource) -> DataFrame:
-    """Typed rows from what `_reader` read: JSON lines parsed one record per non-blank line; others as read."""
-    if not _reads_lines(source):
-        return df
-    # A line that is not valid UTF-8 is kept whole as a corrupt record, its invalid bytes replaced by U+FFFD so
-    # every reader can decode it: no value is stored with bytes changed behind the producer's back.
-    line = F.decode(F.encode("value", "UTF-8"), "UTF-8")
-    parsed = df.filter(F.col("value").rlike("\\S")).select(
-        F.from_json(line, file_read_schema(source), _parse_options(source)).alias("r"),
-        (line == F.col("value")).alias("_utf8"),
-        line.alias("_line"),
-        "_metadata",
-    )
-    fields = [F.when(F.col("_utf8"), F.col(f"r.{f.name}")).alias(f.name) for f in source.schema.fields]
-    corrupt = F.when(F.col("_utf8"), F.col(f"r.{CORRUPT_COLUMN}")).otherwise(F.col("_line"))
-    return parsed.select(*fields, corrupt.alias(CORRUPT_COLUMN), "_metadata")
+def csv_headers(source: FileSource, paths: list[Path]) -> CsvHeaders | None:
+    """The headers of the CSV files at `paths` (None for other formats)."""
+    return read_csv_headers(source, paths) if source.format == "csv" and _reads_lines(source) else None
+
+
+def parse_landed(df: DataFrame, source: FileSource, headers: CsvHeaders | None) -> DataFrame:
+    """Typed rows with `_corrupt_record` and `_rescued_data` from what `_reader` read (see `landing_parse`)."""
+    if _reads_lines(source):
+        if source.format == "csv":
+            return parse_csv_lines(df, source, headers or CsvHeaders())
+        return parse_json_lines(df, source)
+    missing = [n for n in (CORRUPT_COLUMN, RESCUED_COLUMN) if n not in df.columns]
+    return df.select("*", *[F.lit(None).cast("string").alias(n) for n in missing], "_metadata")
 
 
 def batch_read_files(spark: SparkSession, source: FileSource, files: list[str]) -> DataFrame:
     """A batch read of some landed files, parsed exactly as the stream parses them (with `_source_file`)."""
-    df = parse_landed(_reader(spark.read, source).load(files), source)
-    return df.withColumn("_source_file", F.col("_metadata.file_path")).drop("_metadata")
+    paths: list[Path] = []
+    for local in (local_path(f) for f in files):
+        if local is not None:
+            paths.extend(sorted(p for p in local.iterdir() if p.is_file()) if local.is_dir() else [local])
+    df = parse_landed(_reader(spark.read, source).load(files), source, csv_headers(source, paths))
+    return df.withColumn("_source_file", F.col("_metadata.file_path")).drop("_metadata", "_layout")
 
 
-def read_files(spark: SparkSession, settings: Settings, source: FileSource, table: str) -> DataFrame:
-    """A streaming DataFrame over the landing folder with lineage columns `_source_file`, `_ingested_at`."""
-    check_landing(settings, source, table)
+def read_files(
+    spark: SparkSession, settings: Settings, source: FileSource, headers: CsvHeaders | None = None
+) -> DataFrame:
+    """A streaming DataFrame over the landing folder with lineage columns `_source_file`, `_ingested_at`.
+
+    CSV rows are matched to columns by the `headers` read when the run started (`csv_headers`).
+    """
     reader = _reader(spark.readStream, source).option("maxFileAge", _NEVER_EXPIRE)
     if source.max_files_per_trigger:
         reader = reader.option("maxFilesPerTrigger", str(source.max_files_per_trigger))
-    df = parse_landed(reader.load(str(landing_folder(settings, source))), source)
+    df = parse_landed(reader.load(str(landing_folder(settings, source))), source, headers)
     df = df.withColumn("_source_file", F.col("_metadata.file_path")).withColumn("_ingested_at", F.current_timestamp())
     return df.drop("_metadata")
 

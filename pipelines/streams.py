@@ -25,7 +25,7 @@ from pipelines.checkpoints import batch_files
 from pipelines.formats import TableFormat
 from pipelines.registry import FileSource, OutputTable, StaticSource, TableSource, TableSpec, Watermark
 from pipelines.sinks import BatchContext
-from pipelines.sources import check_landing, read_files, read_table
+from pipelines.sources import check_landing, read_table
 from quality.rules import time_range_condition
 
 TIME_GUARD = "tributary_time_guard"
@@ -143,22 +143,14 @@ def _inputs(
 ) -> list[tuple[str, DataFrame, Watermark | None]]:
     """(name, DataFrame, watermark) of the main source and each secondary source, in transform argument order."""
     main = spec.source
-    name = main.table if isinstance(main, TableSource) else f"landing/{main.dataset}"
-    out = [(name, _read(spark, settings, fmt, main, spec.name), spec.watermark)]
+    assert isinstance(main, TableSource)  # a file source has no secondary inputs (pipelines.registry)
+    out = [(main.table, read_table(spark, fmt, main), spec.watermark)]
     for source in spec.secondary_sources:
         if isinstance(source, StaticSource):
             out.append((source.table, spark.table(fmt.qualified(source.table)), None))
         else:
             out.append((source.table, read_table(spark, fmt, source), source.watermark))
     return out
-
-
-def _read(
-    spark: SparkSession, settings: Settings, fmt: TableFormat, source: FileSource | TableSource, table: str
-) -> DataFrame:
-    if isinstance(source, FileSource):
-        return read_files(spark, settings, source, table)
-    return read_table(spark, fmt, source)
 
 
 def _late_rows(df: DataFrame, source: str, column: str, watermark_ms: int) -> DataFrame:

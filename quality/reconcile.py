@@ -6,7 +6,8 @@ Per pipeline (a validating spec — `ValidateDedupeSink` — whose upstream read
   landing files; files landed since are reported as pending, not as a failure);
 - bronze = silver + quarantine + duplicates, where bronze is the table as the validating stream has read it
   (the snapshot in its checkpoint) and duplicates are derived from bronze itself: valid rows minus distinct
-  valid keys, with validity re-evaluated by the spec's own transform and rules;
+  valid keys plus invalid rows minus distinct invalid records (`raw_record`), with validity re-evaluated by
+  the spec's own transform and rules;
 - silver holds each distinct valid key exactly once.
 
 Per `totals_match_upstream` expectation: each measure of the table, per key, equals the aggregate over the
@@ -32,7 +33,7 @@ from infra.settings import Settings
 from pipelines.checkpoints import restart_position, seen_files
 from pipelines.formats import table_format
 from pipelines.registry import FileSource, Registry, TableSpec
-from pipelines.sinks import ValidateDedupeSink
+from pipelines.sinks import QUARANTINE_IDENTITY, ValidateDedupeSink
 from pipelines.sources import landed_files
 from quality.expectations import Expectation
 from quality.gx_runner import require_table
@@ -155,17 +156,24 @@ def reconcile_pipeline(spark: SparkSession, settings: Settings, pipeline: Pipeli
         notes.append(f"{silver.name}'s last batch is uncommitted; re-run it before trusting this reconciliation")
     seen = silver.transform(_as_of(spark, settings, pipeline.bronze.name, position.snapshot_id))
     is_valid = F.size(REASONS_COLUMN) == 0
+    # A quarantined record sent again (the same file under a new name) is a duplicate, like a valid one.
+    identity = QUARANTINE_IDENTITY if QUARANTINE_IDENTITY in sink.quarantine_columns else None
+    distinct_invalid = (
+        F.count_distinct(F.when(~is_valid, F.col(identity))) if identity else F.sum((~is_valid).cast("long"))
+    )
     b = seen.agg(
         F.count(F.lit(1)).alias("rows"),
         F.coalesce(F.sum(is_valid.cast("long")), F.lit(0)).alias("valid"),
         F.count_distinct(F.when(is_valid, F.struct(*keys))).alias("distinct_valid"),
+        F.coalesce(distinct_invalid, F.lit(0)).alias("distinct_invalid"),
     ).collect()[0]
     silver_df = spark.table(fmt.qualified(silver.name))
     s = silver_df.agg(F.count(F.lit(1)).alias("rows"), F.count_distinct(F.struct(*keys)).alias("keys")).collect()[0]
     quarantined = spark.table(fmt.qualified(sink.quarantine_table)).count()
     bronze_rows, valid, distinct_valid = int(b["rows"]), int(b["valid"]), int(b["distinct_valid"])
     silver_rows, silver_keys = int(s["rows"]), int(s["keys"])
-    duplicates = valid - distinct_valid
+    invalid, distinct_invalid = bronze_rows - valid, int(b["distinct_invalid"])
+    duplicates = valid - distinct_valid + invalid - distinct_invalid
     accounted = silver_rows + quarantined + duplicates
     gap = bronze_rows - accounted
     balance = Outcome(
@@ -178,13 +186,13 @@ def reconcile_pipeline(spark: SparkSession, settings: Settings, pipeline: Pipeli
         unexpected_count=abs(gap),
         unexpected_percent=round(100.0 * abs(gap) / bronze_rows, 4) if bronze_rows else 0.0,
     )
-    invalid = bronze_rows - valid
     quarantine = Outcome(
-        name=f"{sink.quarantine_table} = bronze rows failing the rules of {silver.name}",
+        name=f"{sink.quarantine_table} = distinct bronze records failing the rules of {silver.name}",
         severity="error",
-        success=quarantined == invalid,
-        observed=f"{quarantined} quarantined, {invalid} bronze rows fail the rules",
-        unexpected_count=abs(quarantined - invalid),
+        success=quarantined == distinct_invalid,
+        observed=f"{quarantined} quarantined, {distinct_invalid} distinct bronze records fail the rules "
+        f"({invalid} rows)",
+        unexpected_count=abs(quarantined - distinct_invalid),
     )
     lost = Outcome(
         name=f"{silver.name} holds every distinct valid {', '.join(keys)}",

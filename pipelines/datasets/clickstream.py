@@ -30,6 +30,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from pipelines.landing_parse import LANDED_LINEAGE
 from pipelines.registry import FileSource, OutputTable, StaticSource, TableSource, TableSpec, Watermark
 from pipelines.sinks import AppendSink
 from pipelines.sinks_merge import CdcSink, OverwriteSink, UpsertSink
@@ -41,12 +42,7 @@ WATERMARK_DELAY = "10 minutes"
 ATTRIBUTION_MINUTES = 5
 SESSION_GAP_SECONDS = 600
 
-LINEAGE = [
-    StructField("_corrupt_record", StringType()),
-    StructField("_source_file", StringType()),
-    StructField("_ingested_at", TimestampType()),
-    StructField("_batch_id", LongType()),
-]
+LINEAGE = [*LANDED_LINEAGE, StructField("_batch_id", LongType())]
 IMPRESSION_FIELDS = [
     StructField("impression_id", StringType()),
     StructField("user_id", StringType()),
@@ -196,7 +192,9 @@ EVENT_WATERMARK = Watermark("event_time", WATERMARK_DELAY)
 
 
 def _landed(df: DataFrame, id_column: str) -> DataFrame:
-    return df.filter(F.col("_corrupt_record").isNull() & F.col(id_column).isNotNull() & F.col("event_time").isNotNull())
+    """Rows that landed well-formed, in an accepted file, with an id and an event time."""
+    landed = F.col("_corrupt_record").isNull() & F.col("_file_rejected").isNull()
+    return df.filter(landed & F.col(id_column).isNotNull() & F.col("event_time").isNotNull())
 
 
 def products_transform(df: DataFrame) -> DataFrame:

@@ -19,6 +19,7 @@ from pyspark.sql.types import (
 )
 
 from pipelines.formats import TableFormat
+from pipelines.landing_parse import LANDED_LINEAGE
 from pipelines.registry import FileSource, OutputTable, TableSource, TableSpec, Watermark
 from pipelines.sinks import AppendSink, RecomputeMergeSink, ValidateDedupeSink
 from quality.expectations import (
@@ -57,9 +58,7 @@ BRONZE = OutputTable(
     StructType(
         [
             *EVENT_FIELDS,
-            StructField("_corrupt_record", StringType()),
-            StructField("_source_file", StringType()),
-            StructField("_ingested_at", TimestampType()),
+            *LANDED_LINEAGE,
             StructField("_batch_id", LongType()),
         ]
     ),
@@ -125,6 +124,18 @@ SILVER_RULES = (
         "_corrupt_record IS NULL",
         "quarantine",
         "line is not valid JSON or a field has the wrong type",
+    ),
+    Rule(
+        "file_accepted",
+        "_file_rejected IS NULL",
+        "quarantine",
+        "the landed file was rejected whole (see bronze.events_files)",
+    ),
+    Rule(
+        "no_rescued_data",
+        "_rescued_data IS NULL",
+        "warn",
+        "the landed record has fields the schema does not declare (kept in bronze._rescued_data)",
     ),
     Rule("event_id_present", "event_id IS NOT NULL AND event_id <> ''", "quarantine", "event_id is missing"),
     Rule("event_time_present", "event_time IS NOT NULL", "quarantine", "event_time is missing"),
