@@ -4,7 +4,7 @@ Usage: python -m tests.crash_child HOME CATALOG TABLE BATCH POINT
 
 BATCH counts micro-batches from the first one this run plans (0 = the first). POINT is where the kill happens:
   before     before the batch writes any table
-  between    after the batch's first table commit (it writes more than one table)
+  between    after the batch's first table commit (it writes more than one table); between-N after its N-th
   after      after the batch's last table commit, before Spark commits the batch to the checkpoint
   committed  after the run, with every batch committed to the checkpoint
 """
@@ -28,7 +28,7 @@ from pipelines.checkpoints import last_planned_batch
 from tests.crash_registry import crash_registry
 
 POINTS = ("before", "between", "after", "committed")
-_state = {"in_batch": False, "commits": 0}
+_state = {"in_batch": False, "commits": 0, "kill_after_commits": 1}
 
 
 def _kill() -> None:
@@ -42,7 +42,7 @@ def _counting(commit):
         result = commit(*args, **kwargs)
         if _state["in_batch"]:
             _state["commits"] += 1
-            if _state.get("point") == "between" and _state["commits"] == 1:
+            if _state.get("point") == "between" and _state["commits"] == _state["kill_after_commits"]:
                 _kill()
         return result
 
@@ -54,7 +54,7 @@ def _counting_sql(sql):
         result = sql(self, query, *args, **kwargs)
         if _state["in_batch"] and query.lstrip().upper().startswith("MERGE INTO"):
             _state["commits"] += 1
-            if _state.get("point") == "between" and _state["commits"] == 1:
+            if _state.get("point") == "between" and _state["commits"] == _state["kill_after_commits"]:
                 _kill()
         return result
 
@@ -88,7 +88,9 @@ def kill_in_child(settings: Settings, target: str, batch: int, point: str) -> No
 
 def main() -> None:
     home, catalog, target, relative_batch, point = sys.argv[1:6]
+    point, _, commits = point.partition("-")
     assert point in POINTS, point
+    _state["kill_after_commits"] = int(commits or 1)
     settings = dataclasses.replace(Settings.from_env(home=home).with_home(Path(home)), catalog_name=catalog)
     spec = crash_registry().get(target)
     planned = last_planned_batch(settings.checkpoint_for(target))
@@ -100,14 +102,14 @@ def main() -> None:
     SparkSession.sql = _counting_sql(SparkSession.sql)
     write = runner.write_micro_batch
 
-    def killing_write(ctx, df, spec) -> None:
+    def killing_write(ctx, df, spec, headers=None) -> None:
         if ctx.batch_id != kill_batch:
-            write(ctx, df, spec)
+            write(ctx, df, spec, headers)
             return
         if point == "before":
             _kill()
         _state.update(in_batch=True, commits=0)
-        write(ctx, df, spec)
+        write(ctx, df, spec, headers)
         _state["in_batch"] = False
         if point == "after":
             _kill()

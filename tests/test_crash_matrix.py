@@ -26,7 +26,8 @@ from tests.helpers import table
 
 # (target, batch counted from the first the killed run plans, kill point, drops of data)
 CASES = [
-    ("bronze.events", 1, "before", 1),  # append
+    ("bronze.events", 1, "before", 1),  # per-file health, then append
+    ("bronze.events", 1, "between", 1),
     ("bronze.events", 2, "after", 1),
     ("bronze.events", 3, "committed", 1),
     ("silver.events", 0, "before", 1),  # validate + dedupe: quarantine, then silver
@@ -40,8 +41,9 @@ CASES = [
     ("gold.event_counts_5m", 1, "after", 1),
     ("gold.event_counts_5m", 1, "committed", 1),
     ("silver.products", 0, "after", 1),  # upsert by version
-    ("silver.customers", 1, "before", 1),  # CDC: SCD2 history, then SCD1 current rows
+    ("silver.customers", 1, "before", 1),  # CDC: file health, SCD2 history, then SCD1 current rows
     ("silver.customers", 1, "between", 1),
+    ("silver.customers", 1, "between-2", 1),
     ("silver.customers", 1, "after", 1),
     ("silver.customers", 1, "committed", 1),
     ("gold.impressions_sliding_10m", 0, "after", 1),  # windowed update + merge
@@ -68,9 +70,10 @@ def _contents(spark, settings, names) -> dict[str, list[tuple]]:
     out = {}
     for name in names:
         df = table(spark, settings, name)
-        if "_source_file" in df.columns:  # homes differ: compare file names, not paths
-            df = df.withColumn("_source_file", F.element_at(F.split("_source_file", "/"), -1))
-        cols = [c for c in df.columns if c != "_ingested_at"]
+        for column in ("_source_file", "file"):  # homes differ: compare file names, not paths
+            if column in df.columns:
+                df = df.withColumn(column, F.element_at(F.split(column, "/"), -1))
+        cols = [c for c in df.columns if c not in ("_ingested_at", "recorded_at")]
         rows = [r.asDict() for r in df.select(*cols).collect()]
         if "record" in cols:  # a late row keeps its input row as JSON: normalize that row's volatile lineage too
             for row in rows:
