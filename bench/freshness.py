@@ -16,7 +16,6 @@ from infra.catalog import pyiceberg_catalog
 from infra.settings import Settings
 from orchestration.devserver import QUICK_ENV, DagsterDev, wait_for
 from orchestration.sensors import LANDING_SENSOR, TRIGGER_TAG
-from pipelines.demo.clickstream import ensure_landing_folders
 from pipelines.demo.generator import generate
 
 GOLD = "gold.daily_revenue"
@@ -59,7 +58,6 @@ def bench_freshness(settings: Settings, files: int = 3, rows_per_file: int = 200
 
     Returns medians and maxima in seconds: landing → gold commit, and its parts (sensor detection, queue, run).
     """
-    ensure_landing_folders(settings.landing)
     env = {
         **QUICK_ENV,
         "TRIBUTARY_CATALOG_NAME": settings.catalog_name,

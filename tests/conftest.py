@@ -16,7 +16,6 @@ from pyspark.sql import SparkSession
 
 from infra.settings import Settings
 from infra.spark import get_spark
-from pipelines.demo.clickstream import ensure_landing_folders
 
 _counter = itertools.count()
 # Small data: few shuffle partitions. Set in the environment so settings built by Dagster resources agree.
@@ -29,8 +28,6 @@ def make_settings(root: Path) -> Settings:
 
     base = Settings.from_env(home=root)
     settings = replace(base.with_home(root), catalog_name=f"t{next(_counter)}")
-    # Tests that land only e-commerce events still run the whole registry: the clickstream reads empty folders.
-    ensure_landing_folders(settings.landing)
     return settings
 
 

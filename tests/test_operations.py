@@ -49,7 +49,6 @@ from orchestration.sensors import (
     scan_landing,
 )
 from pipelines.datasets import default_registry
-from pipelines.demo.clickstream import ensure_landing_folders
 from pipelines.demo.generator import generate
 from pipelines.formats import table_format
 from pipelines.pipeline import run_pipeline
@@ -293,7 +292,6 @@ def ops(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Ops]:
         "TRIBUTARY_ALERT_WEBHOOK": webhook.url,
     }
     settings = replace(Settings.from_env(home=root / "home").with_home(root / "home"), catalog_name="ops")
-    ensure_landing_folders(settings.landing)  # the clickstream tables read empty folders
     dev = DagsterDev(root / "dagster", root / "home", env, log_path=ARTIFACTS / "dagster-dev.log")
     dev.log_path.unlink(missing_ok=True)
     dev.start()
