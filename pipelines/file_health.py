@@ -80,20 +80,21 @@ def check_layouts(ctx: BatchContext, headers: CsvHeaders) -> None:
             raise LandedDuringStart(f"table {ctx.table}: landing file {path} landed while the run was starting")
 
 
+def file_stats(batch: DataFrame, source: FileSource) -> DataFrame:
+    """Per landed file of a batch: rows, corrupt rows, rows with rescued data, undeclared field names."""
+    return batch.groupBy(F.col("_source_file")).agg(
+        F.count(F.lit(1)).alias("rows"),
+        F.count(CORRUPT_COLUMN).alias("corrupt"),
+        F.count(RESCUED_COLUMN).alias("rescued"),
+        F.array_distinct(F.flatten(F.collect_set(unknown_fields(source.schema)))).alias("new_fields"),
+    )
+
+
 def assess(ctx: BatchContext, batch: DataFrame, spec: TableSpec, headers: CsvHeaders | None) -> list[FileHealth]:
     """The health of every file of the batch (one aggregation over the batch, grouped by file)."""
     source = spec.source
     assert isinstance(source, FileSource)
-    stats = (
-        batch.groupBy(F.col("_source_file"))
-        .agg(
-            F.count(F.lit(1)).alias("rows"),
-            F.count(CORRUPT_COLUMN).alias("corrupt"),
-            F.count(RESCUED_COLUMN).alias("rescued"),
-            F.array_distinct(F.flatten(F.collect_set(unknown_fields(source.schema)))).alias("new_fields"),
-        )
-        .collect()
-    )
+    stats = file_stats(batch, source).collect()
     problems = headers.problems if headers else {}
     found: dict[str, FileHealth] = {}
     for row in stats:

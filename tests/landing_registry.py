@@ -31,7 +31,7 @@ ORDER_FIELDS = [
 ORDER_COLUMNS = tuple(f.name for f in ORDER_FIELDS)
 RULES = (
     Rule("well_formed", "_corrupt_record IS NULL", "quarantine", "not a record of the declared schema"),
-    Rule("file_accepted", "_file_rejected IS NULL", "quarantine", "its landed file was rejected"),
+    Rule("file_rejected", "_file_rejected IS NULL", "quarantine", "its landed file was rejected"),
     Rule("order_id_present", "order_id IS NOT NULL", "quarantine", "order_id is missing"),
     Rule("no_rescued_data", "_rescued_data IS NULL", "warn", "fields the schema does not declare"),
 )

@@ -136,7 +136,7 @@ def test_csv_missing_column_rejects_the_file_by_name(spark: SparkSession, home: 
     health = _files(spark, home, "bronze.orders_csv")["03_missing_column.csv"]
     assert health["status"] == "rejected" and "lacks column(s) price" in health["reason"]
     quarantine = _quarantine(spark, home, "orders_csv")
-    assert quarantine["m1"] == ["file_accepted"] and quarantine["m2"] == ["file_accepted"]
+    assert quarantine["m1"] == ["file_rejected"] and quarantine["m2"] == ["file_rejected"]
     assert not {"m1", "m2"} & _silver_ids(spark, home, "orders_csv")
 
 
@@ -154,7 +154,7 @@ def test_integers_written_as_floats_reject_the_file(spark: SparkSession, home: S
     health = _files(spark, home, "bronze.orders_csv")["05_float_ints.csv"]
     assert (health["status"], health["rows"], health["corrupt_rows"]) == ("rejected", 2, 2)
     assert "2 of 2 rows are corrupt" in health["reason"]
-    assert _quarantine(spark, home, "orders_csv")["f1"] == ["file_accepted", "well_formed"]
+    assert _quarantine(spark, home, "orders_csv")["f1"] == ["file_rejected", "well_formed"]
 
 
 def test_header_only_and_empty_files_are_named(spark: SparkSession, home: Settings) -> None:
@@ -208,7 +208,7 @@ def test_json_array_file_is_rejected(spark: SparkSession, home: Settings) -> Non
     health = _files(spark, home, "bronze.orders_json")["03_array.json"]
     assert (health["status"], health["rows"], health["corrupt_rows"]) == ("rejected", 1, 1)
     line = JSON_FILES["03_array.json"].strip()
-    assert _quarantine(spark, home, "orders_json")[line] == ["file_accepted", "order_id_present", "well_formed"]
+    assert _quarantine(spark, home, "orders_json")[line] == ["file_rejected", "order_id_present", "well_formed"]
 
 
 def test_json_fields_are_matched_by_name(spark: SparkSession, home: Settings) -> None:

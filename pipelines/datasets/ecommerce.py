@@ -126,7 +126,7 @@ SILVER_RULES = (
         "line is not valid JSON or a field has the wrong type",
     ),
     Rule(
-        "file_accepted",
+        "file_rejected",
         "_file_rejected IS NULL",
         "quarantine",
         "the landed file was rejected whole (see bronze.events_files)",
