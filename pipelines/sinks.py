@@ -194,7 +194,6 @@ class ValidateDedupeSink:
         added = ctx.append(new, ctx.table)
         ctx.metrics["duplicates_dropped"] += valid_rows - added
 
-
     def _new_quarantine(self, ctx: BatchContext, invalid: DataFrame) -> DataFrame:
         """Quarantine rows, without those whose original record is already quarantined (a file sent again).
 
