@@ -50,13 +50,16 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
     from infra.spark import get_spark
     from pipelines.datasets import default_registry
     from pipelines.pipeline import run_pipeline
-    from pipelines.summary import format_numbers, report_numbers
+    from pipelines.summary import format_numbers, report_lines, report_numbers
 
     registry = default_registry()
     tables = args.tables or None
     spark = get_spark(settings)
     reports = run_pipeline(spark, settings, registry, tables, include_upstream=args.with_upstream)
     print(format_numbers(report_numbers(reports)))
+    lines = report_lines(reports)
+    if lines:
+        print("\n" + "\n".join(lines))
     return 0
 
 
@@ -84,7 +87,7 @@ def _demo(args: argparse.Namespace, settings: Settings) -> int:
     """Generate the sample landing zone (once) and materialize every asset through Dagster."""
     from orchestration.run import materialize_pipeline
     from pipelines.demo.generator import generate
-    from pipelines.summary import format_numbers
+    from pipelines.summary import format_numbers, numbers_lines
 
     settings.require_writable("landing")
     landed = settings.landing / "events"
@@ -97,6 +100,9 @@ def _demo(args: argparse.Namespace, settings: Settings) -> int:
     started = time.perf_counter()
     numbers = materialize_pipeline(settings)
     print(format_numbers(numbers))
+    lines = numbers_lines(numbers)
+    if lines:
+        print("\n" + "\n".join(lines))
     print(f"\npipeline materialized through Dagster in {time.perf_counter() - started:.1f} s")
     print("\nNext:")
     print("  make ui                                   # Dagster UI (dagster dev) on http://127.0.0.1:3000")
@@ -180,6 +186,10 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, Handler]]:
     from infra.quality_cli import register as register_quality
 
     register_quality(sub, handlers)  # quality report, quality check
+
+    from infra.files_cli import register as register_files
+
+    register_files(sub, handlers)  # files list, files ack
     return parser, handlers
 
 

@@ -34,7 +34,7 @@ from orchestration.resources import SparkResource
 from pipelines.registry import Registry, TableSpec
 from pipelines.reprocess import RangeReport, backfill_days, changed_days
 from pipelines.runner import RunReport, run_table
-from pipelines.summary import table_numbers
+from pipelines.summary import FILE_PROBLEMS_KEY, table_notes, table_numbers
 
 KINDS = {"spark", "iceberg"}
 # One pool for everything that writes tables or checkpoints: at most one such run at a time (infra/dagster.yaml).
@@ -63,8 +63,11 @@ def as_metadata(numbers: dict) -> dict[str, MetadataValue]:
 
 
 def report_metadata(report: RunReport, table: str) -> dict[str, MetadataValue]:
-    """The run's numbers for one table as Dagster metadata."""
-    return as_metadata(table_numbers(report, table))
+    """The run's numbers for one table as Dagster metadata, with its note and problem landed files (Markdown)."""
+    meta = as_metadata(table_numbers(report, table))
+    for key, text in table_notes(report, table).items():
+        meta[key] = MetadataValue.md(text) if key == FILE_PROBLEMS_KEY else MetadataValue.text(text)
+    return meta
 
 
 def no_retry_failure(exc: TributaryError) -> Failure:
@@ -121,6 +124,8 @@ def build_table_asset(spec: TableSpec, partitions: DailyPartitionsDefinition | N
         if backfill is not None:
             yield MaterializeResult(asset_key=asset_key(spec.name), metadata=range_metadata(backfill))
             return
+        for line in report.file_problems():
+            context.log.warning(line)
         if partitioned:
             _log_changed_days(context, spark, settings, spec, partitions, started)
         for out in spec.outputs():

@@ -1,4 +1,4 @@
-"""Asset checks generated from the registry: Great Expectations suites and reconciliations.
+"""Asset checks generated from the registry: Great Expectations suites, reconciliations and landed files.
 
 Per table with expectations, one multi-asset check runs one GX validation and reports two checks:
 `expectations` (the `error` expectations; blocking: a failure stops the assets downstream in the run) and
@@ -6,6 +6,11 @@ Per table with expectations, one multi-asset check runs one GX validation and re
 validating (silver) table accounts for every landed line (blocking), and on each table declaring
 `totals_match_upstream` compares its totals with its upstream. Every result is persisted under the home and
 the Markdown report is rewritten, so the latest results are readable without Dagster.
+
+Per file-source table, one multi-asset check reads `<table>_files` once and reports `landed_files` (blocking:
+fails while a rejected landed file is not acknowledged, naming each file, its reason and the
+`tributary files ack` command) and `landed_files_warn` (non-blocking: names the empty and header-only files the
+table has recorded; like the GX warn checks it judges the whole table, not only the latest run).
 """
 
 # No `from __future__ import annotations`: Dagster reads the resource annotations at definition time.
@@ -21,9 +26,12 @@ from dagster import (
     asset_check,
     multi_asset_check,
 )
+from pyspark.sql import SparkSession
 
+from infra.settings import Settings
 from orchestration.assets import asset_key
 from orchestration.resources import SparkResource
+from pipelines.file_review import WARNING_STATUSES, file_rows, file_source_specs
 from pipelines.registry import Registry, TableSpec
 from quality.expectations import GX_KINDS
 from quality.gx_runner import CHECK_NAMES, validate_table
@@ -163,11 +171,113 @@ def build_totals_reconciliation(spec: TableSpec) -> AssetChecksDefinition:
     return _reconcile
 
 
+LANDED_FILES = "landed_files"
+LANDED_FILES_WARN = "landed_files_warn"
+# Files named per check result; the counts always cover all of them.
+_MAX_NAMED = 50
+
+
+def _md_cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def landed_files_results(spark: SparkSession, settings: Settings, spec: TableSpec) -> list[AssetCheckResult]:
+    """The `landed_files` (error) and `landed_files_warn` (warn) results of one file-source table, now."""
+    records = file_rows(spark, settings, spec, problems_only=True)
+    key = asset_key(spec.name)
+    pending = [r for r in records if r.unresolved]
+    acknowledged = [r for r in records if r.acknowledgement is not None]
+    rejected_meta: dict[str, MetadataValue] = {
+        "unresolved_files": MetadataValue.int(len(pending)),
+        "acknowledged_files": MetadataValue.int(len(acknowledged)),
+        "files_table": MetadataValue.text(str(spec.files_table)),
+    }
+    if pending:
+        rows = [
+            f"| {_md_cell(r.name)} | {_md_cell(r.reason or '-')} | `{r.ack_command()}` |" for r in pending[:_MAX_NAMED]
+        ]
+        rejected_meta["files"] = MetadataValue.md(
+            "| file | why it was rejected | after landing a fixed copy under a new name |\n| --- | --- | --- |\n"
+            + "\n".join(rows)
+        )
+        rejected_meta["ack_commands"] = MetadataValue.text("\n".join(r.ack_command() for r in pending))
+        description = (
+            f"{len(pending)} rejected landing file(s) not acknowledged: "
+            + "; ".join(f"{r.name}: {r.reason}" for r in pending[:5])
+            + f"; land a fixed copy under a new name, then run '{pending[0].ack_command()}'"
+            + (" (and the other commands in ack_commands)" if len(pending) > 1 else "")
+        )
+    else:
+        description = f"no unresolved rejected landing files ({len(acknowledged)} acknowledged)"
+    warned = [r for r in records if r.status in WARNING_STATUSES]
+    warn_meta: dict[str, MetadataValue] = {
+        f"files_{status}": MetadataValue.int(sum(1 for r in warned if r.status == status))
+        for status in WARNING_STATUSES
+    }
+    if warned:
+        newest = sorted(warned, key=lambda r: (r.recorded_at is not None, r.recorded_at), reverse=True)[:_MAX_NAMED]
+        warn_meta["files"] = MetadataValue.md("\n".join(f"- {r.name}: {r.status.replace('_', '-')}" for r in newest))
+        what = ", ".join(f"{r.name} ({r.status.replace('_', '-')})" for r in newest[:5])
+        warn_description = f"{len(warned)} landed file(s) held no rows: {what} (nothing was loaded from them)"
+    else:
+        warn_description = "no empty or header-only landed files"
+    return [
+        AssetCheckResult(
+            check_name=LANDED_FILES,
+            asset_key=key,
+            passed=not pending,
+            severity=AssetCheckSeverity.ERROR,
+            metadata=rejected_meta,
+            description=description,
+        ),
+        AssetCheckResult(
+            check_name=LANDED_FILES_WARN,
+            asset_key=key,
+            passed=not warned,
+            severity=AssetCheckSeverity.WARN,
+            metadata=warn_meta,
+            description=warn_description,
+        ),
+    ]
+
+
+def build_landed_files_checks(spec: TableSpec) -> AssetChecksDefinition:
+    """`landed_files` (blocking) and `landed_files_warn` on a file-source table, from one read of `<table>_files`."""
+    key = asset_key(spec.name)
+    specs = [
+        AssetCheckSpec(
+            LANDED_FILES,
+            asset=key,
+            blocking=True,
+            description=(
+                f"Every landed file {spec.name} rejected is acknowledged ('tributary files ack {spec.name} FILE'); "
+                "an unresolved rejection blocks downstream assets."
+            ),
+        ),
+        AssetCheckSpec(
+            LANDED_FILES_WARN,
+            asset=key,
+            blocking=False,
+            description=f"Names the empty and header-only files landed for {spec.name} (recorded, the run goes on).",
+        ),
+    ]
+
+    @multi_asset_check(specs=specs, name=f"{spec.name.replace('.', '__')}__landed_files")
+    def _check(context: AssetCheckExecutionContext, spark: SparkResource) -> Iterator[AssetCheckResult]:
+        for result in landed_files_results(spark.session(), spark.settings(), spec):
+            if not result.passed:
+                context.log.warning(f"{spec.name} {result.check_name}: {result.description}")
+            yield result
+
+    return _check
+
+
 def build_asset_checks(registry: Registry) -> list:
-    """Every asset check the registry declares: expectation suites and reconciliations."""
+    """Every asset check the registry declares: expectation suites, reconciliations and landed files."""
     validate_registry(registry)
     checks: list = [c for c in (build_expectation_checks(spec) for spec in registry) if c is not None]
     checks += [build_pipeline_reconciliation(p) for p in pipelines_of(registry)]
     validating = {p.silver.name for p in pipelines_of(registry)}
     checks += [build_totals_reconciliation(s) for s in registry if _totals(s) and s.name not in validating]
+    checks += [build_landed_files_checks(s) for s in file_source_specs(registry)]
     return checks

@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from dagster import DagsterInstance
+from dagster import AssetCheckSeverity, DagsterInstance
 
 from infra.errors import PipelineError
 from infra.settings import Settings
@@ -46,7 +46,14 @@ def materialize_pipeline(settings: Settings) -> dict[str, dict[str, Any]]:
         )
     if not result.success:
         errors = [e.message for e in result.all_events if e.is_failure and e.message]
-        raise PipelineError(f"Dagster run {result.run_id} failed: {errors[-1] if errors else 'see the Dagster UI'}")
+        # A blocking check stops the run with a generic step failure; its own description names the fix.
+        blocked = [
+            f"{'.'.join(e.asset_key.path)} {e.check_name}: {e.description}"
+            for e in result.get_asset_check_evaluations()
+            if not e.passed and e.severity == AssetCheckSeverity.ERROR and e.description
+        ]
+        detail = "; ".join(blocked) or (errors[-1] if errors else "see the Dagster UI")
+        raise PipelineError(f"Dagster run {result.run_id} failed: {detail}")
     numbers: dict[str, dict[str, Any]] = {}
     for event in result.get_asset_materialization_events():
         mat = event.event_specific_data.materialization

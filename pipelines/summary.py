@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from pipelines.registry import FILES_SUFFIX
 from pipelines.runner import RunReport
 
 COLUMNS = (
@@ -15,6 +16,11 @@ COLUMNS = (
     ("seconds", "seconds"),
     ("table_rows", "table rows"),
 )
+# Per-file health counts of a file-source run (written by pipelines.file_health.record), as metadata names.
+FILE_COUNTS = ("files_read", "files_rejected", "files_empty", "files_header_only", "rows_rescued", "rows_corrupt")
+# Metadata names of a run's words (as opposed to its numbers): why it had nothing to do, and its problem files.
+NOTE_KEY = "run_note"
+FILE_PROBLEMS_KEY = "landed_file_problems"
 
 
 def table_numbers(report: RunReport, table: str) -> dict[str, Any]:
@@ -46,10 +52,46 @@ def table_numbers(report: RunReport, table: str) -> dict[str, Any]:
         )
         if report.watermark:
             numbers["watermark"] = report.watermark
+        if f"{report.table}{FILES_SUFFIX}" in report.tables:  # a file-source run: always present, so Dagster plots 0s
+            numbers.update({key: report.metrics.get(key, 0) for key in FILE_COUNTS})
         for key, value in sorted(report.metrics.items()):
             if key.startswith("rule_failures:") or key == "rows_with_warnings":
                 numbers[key.replace(":", "_")] = value
     return numbers
+
+
+def table_notes(report: RunReport, table: str) -> dict[str, str]:
+    """What a run has to say about its main table: its note, and one Markdown item per problem landed file."""
+    if table != report.table:
+        return {}
+    notes: dict[str, str] = {}
+    if report.note:
+        notes[NOTE_KEY] = report.note
+    problems = report.file_problems()
+    if problems:
+        notes[FILE_PROBLEMS_KEY] = "\n".join(f"- {line}" for line in problems)
+    return notes
+
+
+def report_lines(reports: Iterable[RunReport]) -> list[str]:
+    """The notes and problem landed files of the runs, one line each (for the terminal, after the numbers)."""
+    lines = []
+    for report in reports:
+        if report.note:
+            lines.append(f"{report.table}: {report.note}")
+        lines.extend(report.file_problems())
+    return lines
+
+
+def numbers_lines(numbers: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """`report_lines` recovered from recorded metadata (`table_notes` keys), e.g. of a Dagster run."""
+    lines = []
+    for table, row in numbers.items():
+        if row.get(NOTE_KEY):
+            lines.append(f"{table}: {row[NOTE_KEY]}")
+        items = str(row.get(FILE_PROBLEMS_KEY) or "").splitlines()
+        lines.extend(item.removeprefix("- ") for item in items if item.strip())
+    return lines
 
 
 def report_numbers(reports: Iterable[RunReport]) -> dict[str, dict[str, Any]]:
