@@ -9,7 +9,6 @@ from typing import Any
 
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.types import StringType, StructField, StructType
 
 from infra.settings import Settings
 from infra.spark import get_spark
@@ -18,7 +17,7 @@ from pipelines.datasets.ecommerce import LANDED_SCHEMA
 from pipelines.demo.generator import generate
 from pipelines.file_health import file_stats
 from pipelines.formats import table_format
-from pipelines.landing_parse import CORRUPT_COLUMN
+from pipelines.landing_parse import CORRUPT_COLUMN, with_corrupt
 from pipelines.registry import FileSource
 from pipelines.runner import run_table
 from pipelines.sources import batch_read_files
@@ -72,7 +71,7 @@ def bench_pipeline(settings: Settings, rows: int = 1_000_000, files: int = 20) -
     spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {settings.catalog_name}.baseline")
     t = time.perf_counter()
     raw = (
-        spark.read.schema(_with_corrupt(LANDED_SCHEMA))
+        spark.read.schema(with_corrupt(LANDED_SCHEMA))
         .option("mode", "PERMISSIVE")
         .option("columnNameOfCorruptRecord", "_corrupt_record")
         .json(str(settings.landing / "events"))
@@ -108,10 +107,6 @@ def bench_pipeline(settings: Settings, rows: int = 1_000_000, files: int = 20) -
     return result
 
 
-def _with_corrupt(schema: StructType) -> StructType:
-    return StructType([*schema.fields, StructField(CORRUPT_COLUMN, StringType())])
-
-
 def bench_landing_parse(spark: SparkSession, settings: Settings, repeats: int = 3) -> dict[str, Any]:
     """Parsing the landed JSON, read to the end with no write, best of `repeats` warm runs each:
 
@@ -127,14 +122,14 @@ def bench_landing_parse(spark: SparkSession, settings: Settings, repeats: int = 
     options = {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT_COLUMN}
 
     def json_reader() -> None:
-        spark.read.schema(_with_corrupt(source.schema)).options(**options).json(folder).write.format("noop").mode(
+        spark.read.schema(with_corrupt(source.schema)).options(**options).json(folder).write.format("noop").mode(
             "overwrite"
         ).save()
 
     def typed_lines() -> None:
         line = F.decode(F.encode("value", "UTF-8"), "UTF-8")
         parsed = spark.read.text(folder, lineSep="\n").filter(F.col("value").rlike("\\S"))
-        typed = parsed.select(F.from_json(line, _with_corrupt(source.schema), options).alias("r"), "_metadata")
+        typed = parsed.select(F.from_json(line, with_corrupt(source.schema), options).alias("r"), "_metadata")
         typed.select("r.*", F.col("_metadata.file_path")).write.format("noop").mode("overwrite").save()
 
     def line_exact() -> None:

@@ -118,34 +118,49 @@ def _header_problem(names: tuple[str, ...], declared: list[str]) -> str | None:
     return None
 
 
-def text_line(value: Column) -> tuple[Column, Column]:
-    """(the line as valid UTF-8 without BOM or CR, whether the landed bytes were valid UTF-8)."""
-    line = F.decode(F.encode(value, "UTF-8"), "UTF-8")
-    return F.regexp_replace(line, f"^{BOM}|\r$", ""), line == value
+def clean_lines(df: DataFrame, *extra: Column) -> DataFrame:
+    """`_line` (valid UTF-8, without BOM or trailing CR), `_utf8` (whether the landed bytes were valid UTF-8),
+    `_metadata` and `extra` of every non-blank line read as text.
+
+    Each step is its own projection so the decoded line is computed once per row; plain string tests, not a
+    regular expression (a `\\r$` pattern is tried at every position of every line).
+    """
+    decoded = df.select(F.decode(F.encode("value", "UTF-8"), "UTF-8").alias("_decoded"), "value", "_metadata")
+    line = F.col("_decoded")
+    no_bom = decoded.select(
+        F.when(line.startswith(BOM), line.substr(F.lit(2), F.length(line))).otherwise(line).alias("_no_bom"),
+        (line == F.col("value")).alias("_utf8"),
+        "_metadata",
+    )
+    text = F.col("_no_bom")
+    cleaned = F.when(text.endswith("\r"), text.substr(F.lit(1), F.length(text) - 1)).otherwise(text)
+    return no_bom.select(cleaned.alias("_line"), "_utf8", "_metadata", *extra).filter(F.col("_line").rlike("\\S"))
 
 
 def parse_json_lines(df: DataFrame, source: FileSource) -> DataFrame:
     """Typed rows, `_corrupt_record` and `_rescued_data` from JSON lines read as text (with `_metadata`)."""
-    line, utf8 = text_line(F.col("value"))
-    parsed = (
-        df.select(line.alias("_line"), utf8.alias("_utf8"), "_metadata")
-        .filter(F.col("_line").rlike("\\S"))
-        .select(
-            F.from_json("_line", source.schema, dict(source.options)).alias("_typed"),
-            F.from_json("_line", _TEXT_MAP).alias("_raw"),
-            "_utf8",
-            "_line",
-            "_metadata",
-        )
+    options = {**dict(source.options), "columnNameOfCorruptRecord": CORRUPT_COLUMN}
+    parsed = clean_lines(df).select(
+        F.from_json("_line", with_corrupt(source.schema), options).alias("_typed"),
+        F.from_json("_line", _TEXT_MAP).alias("_raw"),
+        "_utf8",
+        "_line",
+        "_metadata",
     )
+    names = source.schema.names
     ok = F.col("_utf8") & F.col("_raw").isNotNull()
-    texts = {name: F.col("_raw")[name] for name in source.schema.names}
-    unknown = F.map_filter("_raw", lambda k, _: ~k.isin(*source.schema.names))
-    rescued, failed = _rescued(source.schema, F.col("_typed"), texts, unknown)
+    # A JSON object whose typed parse is corrupt has a value that did not convert.
+    failed = F.col(f"_typed.{CORRUPT_COLUMN}").isNotNull()
+    declared = F.array(*[F.lit(n) for n in names]) if names else F.array().cast("array<string>")
+    has_unknown = F.size("_raw") > F.size(F.array_intersect(F.map_keys("_raw"), declared))
+    texts = {name: F.col("_raw")[name] for name in names}
+    unknown = F.map_filter("_raw", lambda k, _: ~k.isin(*names))
+    rescued = _rescued(source.schema, F.col("_typed"), texts, unknown)
     return parsed.select(
         *[F.when(ok, F.col(f"_typed.{f.name}")).alias(f.name) for f in source.schema.fields],
         F.when(~ok | failed, F.col("_line")).alias(CORRUPT_COLUMN),
-        F.when(ok, rescued).alias(RESCUED_COLUMN),
+        # Built only for the rare record that needs it: the map functions are costly per row.
+        F.when(ok & (failed | has_unknown), rescued).alias(RESCUED_COLUMN),
         "_metadata",
     )
 
@@ -156,38 +171,32 @@ def parse_csv_lines(df: DataFrame, source: FileSource, headers: CsvHeaders) -> D
     A row of a file without a known layout (landed after its header was read) has `_layout` NULL; the batch
     writer refuses it (`pipelines.file_health.check_layouts`). The header line of each file is dropped.
     """
-    line, utf8 = text_line(F.col("value"))
     layout_of = (
         F.create_map(*[F.lit(x) for item in headers.by_file.items() for x in item])
         if headers.by_file
         else F.create_map().cast(MapType(StringType(), IntegerType()))
     )
-    lines = df.select(
-        line.alias("_line"),
-        utf8.alias("_utf8"),
-        layout_of[file_name(F.col("_metadata.file_path"))].alias("_layout"),
-        "_metadata",
-    ).filter(F.col("_line").rlike("\\S"))
+    lines = clean_lines(df, layout_of[file_name(F.col("_metadata.file_path"))].alias("_layout"))
     header = _case(F.col("_layout"), [F.lit(h) for h in headers.header_lines], F.lit(None).cast("string"))
     lines = lines.filter(header.isNull() | (F.col("_line") != header))
     options = {k: v for k, v in source.options if k not in _READER_ONLY}
+    options["columnNameOfCorruptRecord"] = CORRUPT_COLUMN
     declared = {f.name: f.dataType for f in source.schema.fields}
     values: dict[str, list[Column]] = {name: [] for name in declared}
     corrupt: list[Column] = []
     rescued: list[Column] = []
     for names in headers.layouts:
+        # Typed: corrupt when a cell does not convert or the cell count is wrong; text: only the latter.
         typed = F.from_csv("_line", _ddl(names, declared, typed=True), options)
-        raw = F.from_csv(
-            "_line", _ddl(names, declared, typed=False), {**options, "columnNameOfCorruptRecord": CORRUPT_COLUMN}
-        )
+        raw = F.from_csv("_line", _ddl(names, declared, typed=False), options)
         for name in declared:
             values[name].append(typed[name] if name in names else F.lit(None).cast(declared[name]))
         texts = {n: raw[n] for n in names if n in declared}
         extra = [n for n in names if n not in declared]
         unknown = F.create_map(*[x for n in extra for x in (F.lit(n), raw[n])]) if extra else None
-        saved, failed = _rescued(source.schema, typed, texts, unknown)
-        corrupt.append(F.when(raw[CORRUPT_COLUMN].isNotNull() | failed, F.col("_line")))
-        rescued.append(saved)
+        needs_rescue = F.lit(True) if extra else typed[CORRUPT_COLUMN].isNotNull()
+        corrupt.append(F.when(typed[CORRUPT_COLUMN].isNotNull(), F.col("_line")))
+        rescued.append(F.when(needs_rescue, _rescued(source.schema, typed, texts, unknown)))
     layout = F.col("_layout")
     return lines.select(
         *[_case(layout, values[f.name], F.lit(None).cast(f.dataType)).alias(f.name) for f in source.schema.fields],
@@ -200,11 +209,14 @@ def parse_csv_lines(df: DataFrame, source: FileSource, headers: CsvHeaders) -> D
     )
 
 
+def with_corrupt(schema: StructType) -> StructType:
+    """`schema` plus the `_corrupt_record` string column that Spark's parsers fill for a malformed record."""
+    return StructType([*schema.fields, StructField(CORRUPT_COLUMN, StringType())])
+
+
 def _ddl(names: tuple[str, ...], declared: dict, typed: bool) -> str:
     columns = [f"`{n}` {declared[n].simpleString() if typed and n in declared else 'string'}" for n in names]
-    if not typed:
-        columns.append(f"`{CORRUPT_COLUMN}` string")
-    return ", ".join(columns)
+    return ", ".join([*columns, f"`{CORRUPT_COLUMN}` string"])
 
 
 def _case(key: Column, options: list[Column], default: Column) -> Column:
@@ -217,28 +229,18 @@ def _case(key: Column, options: list[Column], default: Column) -> Column:
     return out.otherwise(default)
 
 
-def _rescued(
-    schema: StructType, typed: Column, texts: dict[str, Column], unknown: Column | None
-) -> tuple[Column, Column]:
-    """(`_rescued_data`, whether a declared field failed type conversion) for one parsed record.
-
-    `_rescued_data` is a JSON object of the fields the schema does not declare (`unknown`) and of the declared
-    fields whose text did not convert, with their original text. A failed conversion also makes the record
-    corrupt: it is not the row its producer sent, so it must not pass as one.
-    """
+def _rescued(schema: StructType, typed: Column, texts: dict[str, Column], unknown: Column | None) -> Column:
+    """`_rescued_data` of one parsed record: a JSON object of the fields the schema does not declare (`unknown`)
+    and of the declared fields whose text did not convert, with their original text (NULL when empty)."""
     checked = [f.name for f in schema.fields if f.name in texts]
-    failures = {name: typed[name].isNull() & texts[name].isNotNull() for name in checked}
-    failed = F.lit(False)
-    for failure in failures.values():
-        failed = failed | failure
-    entries = [x for name in checked for x in (F.lit(name), F.when(failures[name], texts[name]))]
+    entries = [x for name in checked for x in (F.lit(name), F.when(typed[name].isNull(), texts[name]))]
     parts = [F.map_filter(F.create_map(*entries), lambda _, v: v.isNotNull())] if entries else []
     if unknown is not None:
         parts.append(unknown)
     if not parts:
-        return F.lit(None).cast("string"), failed
+        return F.lit(None).cast("string")
     merged = parts[0] if len(parts) == 1 else F.map_concat(*parts)
-    return F.when(F.size(merged) > 0, F.to_json(merged)), failed
+    return F.when(F.size(merged) > 0, F.to_json(merged))
 
 
 def unknown_fields(schema: StructType) -> Column:

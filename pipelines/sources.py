@@ -16,7 +16,6 @@ import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, DataFrameReader, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import DataStreamReader
-from pyspark.sql.types import StringType, StructField, StructType
 
 from infra.errors import ConfigError, PipelineError
 from infra.paths import canonical, local_path, misnamed_compression, open_landed
@@ -31,6 +30,7 @@ from pipelines.landing_parse import (
     parse_csv_lines,
     parse_json_lines,
     read_csv_headers,
+    with_corrupt,
 )
 from pipelines.registry import FileSource, TableSource
 
@@ -172,9 +172,7 @@ def _reader(reader: DataFrameReader | DataStreamReader, source: FileSource) -> D
         return reader.format("text").options(**file_reader_options(source))
     if source.format == "csv":
         raise ConfigError(f"dataset {source.dataset}: multi-line CSV is not supported; land one record per line")
-    schema = source.schema
-    if source.format == "json":
-        schema = StructType([*schema.fields, StructField(CORRUPT_COLUMN, StringType())])
+    schema = with_corrupt(source.schema) if source.format == "json" else source.schema
     return reader.format(source.format).schema(schema).options(**file_reader_options(source))
 
 
