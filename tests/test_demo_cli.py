@@ -53,6 +53,12 @@ def test_demo_twice_adds_nothing(tmp_path):
         "gold.user_visits",
         "gold.user_visits_late",
         "gold.clicks_by_category",
+        # per-file health of every file-source table (docs/landing.md)
+        "bronze.events_files",
+        "bronze.impressions_files",
+        "bronze.clicks_files",
+        "silver.products_files",
+        "silver.customers_files",
     }
     assert rows["bronze.events"][0] == "3000"  # rows in
     assert rows["bronze.events"][-1] == "3000"  # table rows
