@@ -24,14 +24,13 @@ from pyspark.sql import functions as F
 
 from infra.errors import TributaryError
 from infra.settings import Settings
-from pipelines.file_health import ACKNOWLEDGED
+from pipelines.file_health import ACKNOWLEDGED, PROBLEM_STATUSES
 from pipelines.formats import table_format
 from pipelines.locks import table_lock
 from pipelines.registry import Registry, TableSpec, files_output
 
 REJECTED = "rejected"
-WARNING_STATUSES = ("empty", "header_only")
-PROBLEM_STATUSES = (REJECTED, *WARNING_STATUSES)
+WARNING_STATUSES = tuple(s for s in PROBLEM_STATUSES if s != REJECTED)
 
 
 class FileReviewError(TributaryError):
