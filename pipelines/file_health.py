@@ -171,7 +171,8 @@ def record(ctx: BatchContext, spec: TableSpec, health: list[FileHealth]) -> None
         (h.file, h.status, h.reason, h.rows, h.corrupt_rows, h.rescued_rows, h.new_fields, None, ctx.batch_id)
         for h in health
     ]
-    frame = ctx.spark.createDataFrame(data, files_output(spec.files_table).schema)
+    # One data file per batch: the health table stays small and needs no compaction.
+    frame = ctx.spark.createDataFrame(data, files_output(spec.files_table).schema).coalesce(1)
     ctx.append(frame.withColumn("recorded_at", F.current_timestamp()), spec.files_table)
     if replayed:
         return  # counted by the batch's first attempt

@@ -36,6 +36,7 @@ from infra.errors import ConfigError, PipelineError
 from infra.paths import local_path
 from infra.settings import Settings
 from pipelines.formats import TableFormat, table_format
+from pipelines.landing_parse import REJECTED_COLUMN
 from pipelines.locks import table_lock
 from pipelines.registry import FileSource, OutputTable, Registry, TableSource, TableSpec
 from pipelines.runner import RunReport, prepare_tables, run_table
@@ -240,6 +241,8 @@ def _reprocess_files(
         .agg(
             F.min("_ingested_at").alias("_ingested_at"),
             *([F.min(sink.batch_id_column).alias(sink.batch_id_column)] if sink.batch_id_column else []),
+            # A file's rejection was decided when it was first read; a re-read keeps it.
+            *([F.first(REJECTED_COLUMN).alias(REJECTED_COLUMN)] if REJECTED_COLUMN in spec.output.schema.names else []),
         )
     )
     files = [r._source_file for r in per_file.collect()]

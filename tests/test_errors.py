@@ -40,9 +40,7 @@ def test_missing_landing_folders_mean_nothing_landed(spark, fresh_settings):
     """A fresh home without any landing folder: every table runs, writes nothing, and says why."""
     reports = run_pipeline(spark, fresh_settings, default_registry())
     file_reports = [r for r in reports if r.note is not None]
-    assert {r.table for r in file_reports} == {
-        spec.name for spec in default_registry() if spec.files_table is not None
-    }
+    assert {r.table for r in file_reports} == {spec.name for spec in default_registry() if spec.files_table is not None}
     assert all("nothing has landed yet" in r.note and "does not exist" in r.note for r in file_reports)
     assert sum(r.rows_in for r in reports) == 0
     assert all(stats.rows == 0 and stats.snapshot_id is None for r in reports for stats in r.tables.values())

@@ -344,7 +344,8 @@ def test_dagster_maintenance_asset_schedule_and_sensor(spark, fresh_settings, mo
 
     request = sensor(build_sensor_context(resources={"spark": resource}))
     assert isinstance(request, RunRequest)
-    assert request.asset_selection == [maintenance_key(BRONZE)]
+    # One small file per batch in bronze and in its per-file health table: both are compacted.
+    assert request.asset_selection == [maintenance_key(BRONZE), maintenance_key(f"{BRONZE}_files")]
     assert request.run_config["ops"]["maintenance__bronze__events"]["config"]["operations"] == list(
         COMPACTION_OPERATIONS
     )

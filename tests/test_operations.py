@@ -6,6 +6,7 @@ subprocess with its own DAGSTER_HOME and TRIBUTARY_HOME on a free port, through 
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import subprocess
@@ -102,7 +103,7 @@ def test_landing_cursor_sees_each_complete_file_once(tmp_path):
     assert new == []
 
     selected = {".".join(key.path) for key in affected_assets(registry, {"events"})}
-    assert selected == set(EVENT_TABLES)
+    assert selected == {*EVENT_TABLES, "bronze.events_files"}
 
 
 # --- reprocess, backfill, full refresh, retries (in-process, real Spark) ----------------------------------------
@@ -218,15 +219,18 @@ def test_transient_errors_are_retried_and_tributary_errors_are_not(spark, fresh_
     bronze = build_table_asset(default_registry().get("bronze.events"))
     resource = {"home": str(s.home), "catalog_name": s.catalog_name}
     with DagsterInstance.ephemeral() as instance:
-        # No landing folder: a TributaryError, reported once, never retried.
+        # gzip data under a name without .gz: a TributaryError, reported once, never retried.
+        (s.landing / "events").mkdir(parents=True)
+        (s.landing / "events" / "packed.json").write_bytes(gzip.compress(b'{"event_id": "x"}\n'))
         result = materialize(
             [bronze], instance=instance, resources={"spark": SparkResource(**resource)}, raise_on_error=False
         )
         assert not result.success
         assert not [e for e in result.all_events if e.event_type == DagsterEventType.STEP_RESTARTED]
         failure = next(e for e in result.all_events if e.event_type == DagsterEventType.STEP_FAILURE)
-        assert "landing folder" in failure.step_failure_data.user_failure_data.description
+        assert "packed.json holds gzip data" in failure.step_failure_data.user_failure_data.description
 
+        (s.landing / "events" / "packed.json").unlink()
         generate(s.landing, rows=200, files=1, seed=6)
         result = materialize([bronze], instance=instance, resources={"spark": _FlakySpark(**resource)})
         assert result.success
@@ -386,7 +390,7 @@ def _data_files(ops: Ops, exclude: tuple[date, ...]) -> set[str]:
 def test_a_second_writer_waits_and_its_failure_is_recorded(ops, landed):
     dev = ops.dev
     gold_snapshot = pyiceberg_catalog(ops.settings).load_table(GOLD).current_snapshot().snapshot_id
-    first = dev.launch_run(PIPELINE_JOB, assets=["bronze.events"])
+    first = dev.launch_run(PIPELINE_JOB, assets=["bronze.events", "bronze.events_files"])
     refresh = {"ops": {"full_refresh": {"config": {"table": GOLD, "confirm": "gold.daily_revenu"}}}}
     second = dev.launch_run(FULL_REFRESH_JOB, run_config=refresh)
 

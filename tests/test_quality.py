@@ -234,7 +234,7 @@ def test_blocking_check_stops_downstream_and_warning_check_does_not(spark, fresh
     failed_steps = {e.step_key for e in result.all_events if e.event_type_value == "STEP_FAILURE"}
     assert failed_steps == {"silver__events__expectations"}, "only the blocking check fails; gold is skipped"
     materialized = {".".join(e.asset_key.path) for e in result.get_asset_materialization_events()}
-    assert materialized == {"bronze.events", "silver.events", "silver.events_quarantine"}
+    assert materialized == {"bronze.events", "bronze.events_files", "silver.events", "silver.events_quarantine"}
 
     checks = {(".".join(e.asset_key.path), e.check_name): e for e in result.get_asset_check_evaluations()}
     bronze_warn = checks["bronze.events", "expectations_warn"]
