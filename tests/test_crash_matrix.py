@@ -25,15 +25,14 @@ from tests.crash_registry import crash_registry
 from tests.helpers import table
 
 # (target, batch counted from the first the killed run plans, kill point, drops of data)
+# A kill after the checkpoint commit leaves nothing to replay, whatever the strategy: one case checks it.
 CASES = [
     ("bronze.events", 1, "before", 1),  # per-file health, then append
     ("bronze.events", 1, "between", 1),
     ("bronze.events", 2, "after", 1),
-    ("bronze.events", 3, "committed", 1),
     ("silver.events", 0, "before", 1),  # validate + dedupe: quarantine, then silver
     ("silver.events", 0, "between", 1),
     ("silver.events", 0, "after", 1),
-    ("silver.events", 0, "committed", 1),
     ("gold.daily_revenue", 0, "before", 1),  # recompute + merge
     ("gold.daily_revenue", 0, "after", 1),
     ("gold.event_counts_5m", 0, "after", 1),  # windowed append: data batch, then the batch that emits windows
@@ -45,7 +44,6 @@ CASES = [
     ("silver.customers", 1, "between", 1),
     ("silver.customers", 1, "between-2", 1),
     ("silver.customers", 1, "after", 1),
-    ("silver.customers", 1, "committed", 1),
     ("gold.impressions_sliding_10m", 0, "after", 1),  # windowed update + merge
     ("gold.user_visits", 0, "after", 1),  # applyInPandasWithState
     ("gold.user_visits", 1, "after", 1),
