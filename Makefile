@@ -5,7 +5,7 @@ export TRIBUTARY_HOME ?= $(CURDIR)/.tributary
 export DAGSTER_HOME ?= $(TRIBUTARY_HOME)/dagster
 UI_PORT ?= 3000
 
-.PHONY: setup demo test lint ui sql sql-server sql-server-stop bench clean distclean
+.PHONY: setup demo test test-crash lint ui sql sql-server sql-server-stop bench clean distclean
 
 setup:
 	@bash infra/setup.sh
@@ -16,6 +16,9 @@ demo: setup
 test: setup
 	$(BIN)/ruff check .
 	$(BIN)/pytest
+
+test-crash: setup
+	TRIBUTARY_CRASH_MATRIX=full $(BIN)/pytest tests/test_crash_matrix.py
 
 lint: setup
 	$(BIN)/ruff check .

@@ -31,14 +31,6 @@ def make_settings(root: Path) -> Settings:
     return settings
 
 
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Keep each test file in one test process (its module fixtures are built once), except the crash matrix,
-    whose independent cases spread over both processes (it is the longest file)."""
-    for item in items:
-        if item.module is not None and item.module.__name__ != "tests.test_crash_matrix":
-            item.add_marker(pytest.mark.xdist_group(item.module.__name__))
-
-
 @pytest.fixture(scope="session")
 def base_settings(tmp_path_factory: pytest.TempPathFactory) -> Settings:
     """Settings of the session-wide SparkSession."""
