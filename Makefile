@@ -15,14 +15,16 @@ demo: setup
 
 test: setup
 	$(BIN)/ruff check .
+	$(BIN)/lint-imports
 	$(BIN)/pytest
 
 test-crash: setup
-	TRIBUTARY_CRASH_MATRIX=full $(BIN)/pytest tests/test_crash_matrix.py
+	TRIBUTARY_CRASH_MATRIX=full $(BIN)/pytest tests/e2e/test_crash_matrix.py
 
 lint: setup
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/lint-imports
 
 ui: setup
 	@$(BIN)/python -c 'from infra.settings import Settings; from orchestration.run import dagster_home; dagster_home(Settings.from_env())'

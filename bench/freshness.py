@@ -1,6 +1,6 @@
 """Benchmark: freshness, the seconds from a file landing to its rows being queryable in gold, with nobody acting.
 
-A real `dagster dev` (webserver + daemon, `orchestration.devserver`) runs with the landing sensor every 5 s. Files
+A real `dagster dev` (webserver + daemon, `tests.support.devserver`) runs with the landing sensor every 5 s. Files
 land one at a time; each is picked up by the sensor, queued, run (a new process and JVM per run) and merged into
 gold.daily_revenue. "Queryable" is the commit time of the gold snapshot that contains the file's days.
 """
@@ -14,9 +14,9 @@ from pyiceberg.exceptions import NoSuchTableError
 
 from infra.catalog import pyiceberg_catalog
 from infra.settings import Settings
-from orchestration.devserver import QUICK_ENV, DagsterDev, wait_for
 from orchestration.sensors import LANDING_SENSOR, TRIGGER_TAG
-from pipelines.demo.generator import generate
+from pipelines.datasets.ecommerce.sample_data import generate
+from tests.support.devserver import QUICK_ENV, DagsterDev, wait_for
 
 GOLD = "gold.daily_revenue"
 

@@ -10,9 +10,9 @@ from pyspark.sql.types import DecimalType, LongType, StringType, StructField, St
 
 from infra.settings import Settings
 from infra.spark import get_spark
-from pipelines.formats import table_format
-from pipelines.maintenance import rewrite_data_files, rewrite_manifests, table_shape
-from pipelines.registry import MaintenancePolicy, OutputTable
+from pipelines.io.formats import table_format
+from pipelines.ops.maintenance import rewrite_data_files, rewrite_manifests, table_shape
+from pipelines.spec.tables import MaintenancePolicy, OutputTable
 
 TABLE = "bench.maintenance_small_files"
 SCHEMA = StructType(

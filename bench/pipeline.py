@@ -13,14 +13,14 @@ from pyspark.sql import functions as F
 from infra.settings import Settings
 from infra.spark import get_spark
 from pipelines.datasets import default_registry
-from pipelines.datasets.ecommerce import LANDED_SCHEMA
-from pipelines.demo.generator import generate
-from pipelines.file_health import file_stats
-from pipelines.formats import table_format
-from pipelines.landing_parse import CORRUPT_COLUMN, with_corrupt
-from pipelines.registry import FileSource
-from pipelines.runner import run_table
-from pipelines.sources import batch_read_files
+from pipelines.datasets.ecommerce.sample_data import generate
+from pipelines.datasets.ecommerce.tables import LANDED_SCHEMA
+from pipelines.io.formats import table_format
+from pipelines.io.landing_parse import CORRUPT_COLUMN, with_corrupt
+from pipelines.io.sources import batch_read_files
+from pipelines.run.runner import run_table
+from pipelines.spec.tables import FileSource
+from pipelines.write.file_health import file_stats
 
 BARE_START = (
     "import time; t = time.perf_counter(); from pyspark.sql import SparkSession; "

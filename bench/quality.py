@@ -7,11 +7,11 @@ from typing import Any
 
 from infra.settings import Settings
 from infra.spark import get_spark
-from pipelines.datasets import ecommerce
-from pipelines.demo.generator import generate
-from pipelines.formats import table_format
-from pipelines.registry import Registry
-from pipelines.runner import run_table
+from pipelines.datasets.ecommerce import tables as ecommerce
+from pipelines.datasets.ecommerce.sample_data import generate
+from pipelines.io.formats import table_format
+from pipelines.run.runner import run_table
+from pipelines.spec.registry import Registry
 from quality.gx_runner import validate_table
 from quality.reconcile import pipelines_of, reconcile_pipeline
 

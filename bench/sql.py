@@ -46,7 +46,7 @@ def _percentile(values: list[float], q: float) -> float:
 
 def _ensure_demo_tables(settings: Settings) -> None:
     from infra.errors import ConfigError
-    from infra.sql_local import CatalogReader
+    from infra.sql.local import CatalogReader
 
     try:
         if "gold.daily_revenue" in CatalogReader(settings).tables():
@@ -55,8 +55,8 @@ def _ensure_demo_tables(settings: Settings) -> None:
         pass
     from infra.spark import get_spark
     from pipelines.datasets import default_registry
-    from pipelines.demo.generator import generate
-    from pipelines.pipeline import run_pipeline
+    from pipelines.datasets.ecommerce.sample_data import generate
+    from pipelines.run.pipeline import run_pipeline
 
     if not any((settings.landing / "events").glob("*.json")):
         generate(settings.landing, rows=20_000, files=4, seed=7)
@@ -65,7 +65,7 @@ def _ensure_demo_tables(settings: Settings) -> None:
 
 def _local_command() -> list[str]:
     script = Path(sys.executable).parent / "tributary"
-    return [str(script)] if script.is_file() else [sys.executable, "-m", "infra.cli"]
+    return [str(script)] if script.is_file() else [sys.executable, "-m", "orchestration.cli.main"]
 
 
 def _run_local(command: list[str], env: dict[str, str], sql: str) -> float:
@@ -88,7 +88,7 @@ def bench_sql(settings: Settings, runs: int = 10) -> dict:
     from pyhive import hive
 
     from infra import sql_server
-    from infra.sql_local import settings_env
+    from infra.sql.local import settings_env
 
     _ensure_demo_tables(settings)
     env = {**os.environ, **settings_env(settings)}

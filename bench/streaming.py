@@ -16,10 +16,10 @@ from typing import Any
 
 from infra.settings import Settings
 from infra.spark import get_spark
-from pipelines.datasets import clickstream
-from pipelines.demo.clickstream import LANDING_FOLDERS, ensure_landing_folders, generate_clickstream
-from pipelines.registry import Registry
-from pipelines.runner import RunReport, run_table
+from pipelines.datasets.clickstream import tables as clickstream
+from pipelines.datasets.clickstream.sample_data import LANDING_FOLDERS, ensure_landing_folders, generate_clickstream
+from pipelines.run.runner import RunReport, run_table
+from pipelines.spec.registry import Registry
 
 MEASURED = ("gold.ad_clicks", "gold.user_sessions")
 FEEDERS = ("bronze.impressions", "bronze.clicks", "silver.products", "silver.impressions")

@@ -15,3 +15,9 @@ class SetupError(TributaryError):
 
 class PipelineError(TributaryError):
     """A table's incremental run failed; the message names the table."""
+
+
+def first_line(exc: BaseException) -> str:
+    """The first line of an exception's message (its type name when empty): what a user is shown."""
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__

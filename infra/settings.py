@@ -168,7 +168,7 @@ class Settings:
     sensor_interval_seconds: int = 30
     partitions_start: str = "2026-01-01"
     alert_webhook: str | None = None
-    # How long a run waits for another writer of the same table before failing (pipelines/locks.py).
+    # How long a run waits for another writer of the same table before failing (pipelines/run/locks.py).
     lock_wait_seconds: int = 900
 
     @classmethod

@@ -31,10 +31,11 @@ from infra.errors import TributaryError
 from infra.settings import Settings
 from orchestration.partitions import daily_partition_column, daily_partitions, partition_days
 from orchestration.resources import SparkResource
-from pipelines.registry import Registry, TableSpec
-from pipelines.reprocess import RangeReport, backfill_days, changed_days
-from pipelines.runner import RunReport, run_table
-from pipelines.summary import FILE_PROBLEMS_KEY, table_notes, table_numbers
+from pipelines.ops.reprocess import RangeReport, backfill_days, changed_days
+from pipelines.run.runner import RunReport, run_table
+from pipelines.run.summary import FILE_PROBLEMS_KEY, table_notes, table_numbers
+from pipelines.spec.registry import Registry
+from pipelines.spec.tables import TableSpec
 
 KINDS = {"spark", "iceberg"}
 # One pool for everything that writes tables or checkpoints: at most one such run at a time (infra/dagster.yaml).

@@ -31,9 +31,10 @@ from pyspark.sql import SparkSession
 from infra.settings import Settings
 from orchestration.assets import asset_key
 from orchestration.resources import SparkResource
-from pipelines.file_review import WARNING_STATUSES, file_rows, file_source_specs
-from pipelines.registry import Registry, TableSpec
-from quality.expectations import GX_KINDS
+from pipelines.ops.file_review import WARNING_STATUSES, file_rows, file_source_specs
+from pipelines.spec.expectations import GX_KINDS
+from pipelines.spec.registry import Registry
+from pipelines.spec.tables import TableSpec
 from quality.gx_runner import CHECK_NAMES, validate_table
 from quality.reconcile import CHECK_NAME, Pipeline, pipelines_of, reconcile_pipeline, reconcile_totals
 from quality.reconcile import totals_expectations as _totals

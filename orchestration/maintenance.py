@@ -1,6 +1,6 @@
 """Maintenance assets (one per table), the nightly schedule, and the compaction sensor.
 
-The Spark work lives in `pipelines.maintenance`; this module only turns the registry into Dagster definitions.
+The Spark work lives in `pipelines.ops.maintenance`; this module only turns the registry into Dagster definitions.
 Each maintenance asset materializes the table's shape before and after (data files, average file size,
 manifests, snapshots, bytes on disk, rows, seconds) so the UI can plot them over time.
 """
@@ -30,15 +30,16 @@ from pydantic import Field
 from orchestration.assets import KINDS, asset_key
 from orchestration.resources import SparkResource
 from pipelines.datasets import default_registry
-from pipelines.maintenance import (
+from pipelines.ops.maintenance import (
     COMPACTION_OPERATIONS,
     OPERATIONS,
     MaintenanceReport,
     maintained_tables,
     run_maintenance,
 )
-from pipelines.registry import MaintenancePolicy, Registry
-from pipelines.table_health import compaction_reason, file_health
+from pipelines.ops.table_health import compaction_reason, file_health
+from pipelines.spec.registry import Registry
+from pipelines.spec.tables import MaintenancePolicy
 
 MAINTENANCE_GROUP = "maintenance"
 MAINTENANCE_JOB = "tributary_maintenance"

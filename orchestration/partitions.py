@@ -13,9 +13,9 @@ from pyspark.sql.types import DateType
 
 from infra.errors import ConfigError
 from infra.settings import Settings
-from pipelines.registry import TableSpec
-from pipelines.reprocess import day_column
-from pipelines.sinks import RecomputeMergeSink
+from pipelines.ops.reprocess import day_column
+from pipelines.spec.tables import TableSpec
+from pipelines.write.sinks import RecomputeMergeSink
 
 
 def daily_partition_column(spec: TableSpec) -> str | None:

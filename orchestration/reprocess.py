@@ -1,6 +1,6 @@
 """Operator jobs launched from the Dagster UI: reprocess a date range of a streaming table, fully refresh a table.
 
-The Spark work lives in `pipelines.reprocess`. Both jobs run in-process (one JVM), hold the table pool like every
+The Spark work lives in `pipelines.ops.reprocess`. Both jobs run in-process (one JVM), hold the table pool like every
 asset that writes tables, and report what they rewrote as materializations of the affected assets.
 """
 
@@ -21,8 +21,8 @@ from pydantic import Field
 from infra.errors import ConfigError, TributaryError
 from orchestration.assets import RETRY_POLICY, TABLE_POOL, asset_key, no_retry_failure, range_metadata, report_metadata
 from orchestration.resources import SparkResource
-from pipelines.registry import Registry
-from pipelines.reprocess import check_confirmation, full_refresh, reprocess
+from pipelines.ops.reprocess import check_confirmation, full_refresh, reprocess
+from pipelines.spec.registry import Registry
 
 REPROCESS_JOB = "tributary_reprocess"
 FULL_REFRESH_JOB = "tributary_full_refresh"
@@ -51,7 +51,7 @@ def _day(value: str, field: str) -> date:
 
 
 def build_reprocess_job(registry: Registry) -> JobDefinition:
-    """A job that reprocesses a date range of one streaming table (see `pipelines.reprocess.reprocess`)."""
+    """A job that reprocesses a date range of one streaming table (see `pipelines.ops.reprocess.reprocess`)."""
 
     @op(name="reprocess_range", pool=TABLE_POOL, retry_policy=RETRY_POLICY)
     def _reprocess(context: OpExecutionContext, config: ReprocessConfig, spark: SparkResource) -> None:

@@ -30,8 +30,9 @@ from dagster import (
 from infra.settings import Settings
 from orchestration.assets import asset_key
 from orchestration.resources import SparkResource
-from pipelines.registry import FileSource, Registry
-from pipelines.reprocess import downstream_closure
+from pipelines.ops.reprocess import downstream_closure
+from pipelines.spec.registry import Registry
+from pipelines.spec.tables import FileSource
 
 LANDING_SENSOR = "tributary_landing_sensor"
 FAILURE_SENSOR = "tributary_run_failure_alert"

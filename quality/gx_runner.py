@@ -17,9 +17,9 @@ from typing import TYPE_CHECKING, Any
 
 from infra.errors import ConfigError, PipelineError
 from infra.settings import Settings
-from pipelines.formats import table_format
-from pipelines.registry import TableSpec
-from quality.expectations import GX_KINDS, Expectation
+from pipelines.io.formats import table_format
+from pipelines.spec.expectations import GX_KINDS, Expectation
+from pipelines.spec.tables import TableSpec
 from quality.results import MAX_SAMPLES, CheckResult, Outcome, plain
 
 if TYPE_CHECKING:

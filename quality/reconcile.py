@@ -30,15 +30,16 @@ from pyspark.sql import functions as F
 from infra.errors import ConfigError
 from infra.paths import canonical, open_landed
 from infra.settings import Settings
-from pipelines.checkpoints import restart_position, seen_files
-from pipelines.formats import table_format
-from pipelines.registry import FileSource, Registry, TableSpec
-from pipelines.sinks import QUARANTINE_IDENTITY, ValidateDedupeSink
-from pipelines.sources import landed_files
-from quality.expectations import Expectation
+from pipelines.io.checkpoints import restart_position, seen_files
+from pipelines.io.formats import table_format
+from pipelines.io.sources import landed_files
+from pipelines.spec.expectations import Expectation
+from pipelines.spec.registry import Registry
+from pipelines.spec.rules import REASONS_COLUMN
+from pipelines.spec.tables import FileSource, TableSpec
+from pipelines.write.sinks import QUARANTINE_IDENTITY, ValidateDedupeSink
 from quality.gx_runner import require_table
 from quality.results import MAX_SAMPLES, CheckResult, Outcome, plain
-from quality.rules import REASONS_COLUMN
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession

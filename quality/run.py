@@ -7,8 +7,9 @@ from collections.abc import Iterable
 from pyspark.sql import SparkSession
 
 from infra.settings import Settings
-from pipelines.registry import Registry, TableSpec
-from quality.expectations import validate_suite
+from pipelines.spec.expectations import validate_suite
+from pipelines.spec.registry import Registry
+from pipelines.spec.tables import TableSpec
 from quality.gx_runner import validate_table
 from quality.reconcile import pipelines_of, reconcile_pipeline, reconcile_totals, totals_expectations
 from quality.report import write_report

@@ -6,29 +6,18 @@ registers that catalog, so tests stay isolated without paying a JVM start each.
 
 from __future__ import annotations
 
-import itertools
 import os
 from collections.abc import Callable
-from pathlib import Path
 
 import pytest
 from pyspark.sql import SparkSession
 
 from infra.settings import Settings
 from infra.spark import get_spark
+from tests.support.homes import make_settings
 
-_counter = itertools.count()
 # Small data: few shuffle partitions. Set in the environment so settings built by Dagster resources agree.
 os.environ.setdefault("TRIBUTARY_SHUFFLE_PARTITIONS", "2")
-
-
-def make_settings(root: Path) -> Settings:
-    """Settings rooted at `root` with a unique catalog name (so several can share one SparkSession)."""
-    from dataclasses import replace
-
-    base = Settings.from_env(home=root)
-    settings = replace(base.with_home(root), catalog_name=f"t{next(_counter)}")
-    return settings
 
 
 @pytest.fixture(scope="session")

@@ -1,9 +1,10 @@
-"""Datasets known to the platform. Adding a dataset = a module with `SPECS`, listed here."""
+"""Datasets known to the platform: a folder each, with its tables (`tables.SPECS`) and its demo data generator."""
 
 from __future__ import annotations
 
-from pipelines.datasets import clickstream, ecommerce
-from pipelines.registry import Registry
+from pipelines.datasets.clickstream import tables as clickstream
+from pipelines.datasets.ecommerce import tables as ecommerce
+from pipelines.spec.registry import Registry
 
 DATASETS = (ecommerce, clickstream)
 

@@ -1,0 +1,152 @@
+"""Where downstream streams stand: the upstream snapshot each consumer's checkpoint restarts from.
+
+Spark writes `offsets/<n>` before it runs batch n and `commits/<n>` after the batch is written. On restart,
+a committed last batch means the next batch starts at the end offset of `offsets/<n>`; an uncommitted one is
+re-run from the end offset of `offsets/<n-1>` (or, for batch 0, from the source's initial offset that Iceberg
+keeps in `sources/<i>/offsets/0`). The Iceberg source's offsets are JSON carrying `snapshot_id`. The stream then
+walks forward from that snapshot through every later snapshot, so it needs that snapshot and all its
+descendants to still exist.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from infra.errors import PipelineError
+from infra.paths import canonical
+from infra.settings import Settings
+from pipelines.spec.registry import Registry
+
+
+@dataclass(frozen=True)
+class ConsumerPosition:
+    """The upstream snapshot a downstream consumer restarts from.
+
+    `snapshot_id` is None when the consumer has not read a snapshot yet: its next run starts at the oldest
+    snapshot of the upstream table, so it needs the table's whole history.
+    """
+
+    consumer: str
+    checkpoint: Path
+    snapshot_id: int | None
+    batch_id: int | None
+    committed: bool
+    # Every snapshot id in the restart offsets: a query with several Iceberg sources lists one per source,
+    # so the caller keeps those that belong to the table it maintains.
+    candidates: tuple[int, ...] = ()
+
+    def describe(self) -> str:
+        """One line for error messages and logs."""
+        if self.snapshot_id is None:
+            return (
+                f"consumer {self.consumer} has not read any snapshot yet (checkpoint {self.checkpoint}) "
+                "and needs the whole history"
+            )
+        state = "committed" if self.committed else "uncommitted, will be re-run"
+        return (
+            f"consumer {self.consumer} restarts from snapshot {self.snapshot_id} "
+            f"(batch {self.batch_id} {state}; checkpoint {self.checkpoint})"
+        )
+
+
+def batch_files(folder: Path) -> dict[int, Path]:
+    """The numbered entries of a checkpoint log folder (`offsets/`, `commits/`) by batch id."""
+    if not folder.is_dir():
+        return {}
+    return {int(p.name): p for p in folder.iterdir() if p.name.isdigit() and p.is_file()}
+
+
+def last_planned_batch(checkpoint: Path) -> int | None:
+    """The id of the last batch the query at `checkpoint` planned (`offsets/<n>`), if any."""
+    return max(batch_files(checkpoint / "offsets"), default=None)
+
+
+def pending_batch(checkpoint: Path) -> int | None:
+    """The id of a batch that was planned (`offsets/<n>`) but never committed (`commits/<n>`), if any.
+
+    Spark re-runs such a batch first when the query restarts, with the same input it planned.
+    """
+    offsets = batch_files(checkpoint / "offsets")
+    if not offsets:
+        return None
+    last = max(offsets)
+    return None if last in batch_files(checkpoint / "commits") else last
+
+
+@dataclass(frozen=True)
+class SeenFile:
+    """A file a file-source stream has planned into a batch, as its source log records it."""
+
+    path: str  # canonical local path (see infra.paths.canonical)
+    modified_ms: int
+    batch_id: int
+
+
+def seen_files(checkpoint: Path) -> dict[str, SeenFile]:
+    """Every file the file source of the query at `checkpoint` has planned, by canonical path.
+
+    Spark's file source logs each batch's files in `sources/0/<n>` (JSON lines after a version line) and
+    compacts them every few batches into `<n>.compact`; it never reads a logged path again.
+    """
+    log = checkpoint / "sources" / "0"
+    out: dict[str, SeenFile] = {}
+    if not log.is_dir():
+        return out
+    logged = [p for p in log.iterdir() if p.name.removesuffix(".compact").isdigit()]
+    for path in sorted(logged, key=lambda p: int(p.name.removesuffix(".compact"))):
+        for line in path.read_text(errors="replace").splitlines():
+            if not line.startswith("{"):
+                continue
+            entry = json.loads(line)
+            name = canonical(entry["path"])
+            out[name] = SeenFile(name, int(entry.get("timestamp", 0)), int(entry.get("batchId", 0)))
+    return out
+
+
+def _snapshot_ids(text: str, path: Path) -> list[int]:
+    """Snapshot ids in the source-offset lines of an offsets file (or a bare initial-offset JSON)."""
+    ids = []
+    for line in text.splitlines():
+        line = line.strip()
+        if not line.startswith("{"):
+            continue
+        try:
+            value = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise PipelineError(f"checkpoint file {path} is not readable JSON at {line[:80]!r}: {exc}") from exc
+        if isinstance(value, dict) and "snapshot_id" in value:
+            ids.append(int(value["snapshot_id"]))
+    return ids
+
+
+def _initial_snapshots(checkpoint: Path) -> list[int]:
+    ids: list[int] = []
+    for initial in sorted((checkpoint / "sources").glob("*/offsets/0")):
+        ids.extend(i for i in _snapshot_ids(initial.read_text(), initial) if i >= 0)
+    return ids
+
+
+def restart_position(consumer: str, checkpoint: Path) -> ConsumerPosition:
+    """The snapshot `consumer` (a stream reading one Iceberg table) will restart from, read from its checkpoint."""
+    offsets = batch_files(checkpoint / "offsets")
+    if not offsets:
+        return ConsumerPosition(consumer, checkpoint, None, None, False)
+    last = max(offsets)
+    committed = last in batch_files(checkpoint / "commits")
+    if committed:
+        source = offsets[last]
+    elif last - 1 in offsets:
+        source = offsets[last - 1]
+    else:
+        initial = _initial_snapshots(checkpoint)
+        return ConsumerPosition(consumer, checkpoint, min(initial, default=None), last, False, tuple(initial))
+    # START_OFFSET (snapshot -1) means the upstream was empty: the next run starts at its oldest snapshot.
+    ids = [i for i in _snapshot_ids(source.read_text(), source) if i >= 0]
+    return ConsumerPosition(consumer, checkpoint, min(ids, default=None), last, committed, tuple(ids))
+
+
+def consumer_positions(settings: Settings, registry: Registry, table: str) -> list[ConsumerPosition]:
+    """Where every downstream consumer of `table` that the registry knows restarts from."""
+    return [restart_position(spec.name, settings.checkpoint_for(spec.name)) for spec in registry.downstream_of(table)]

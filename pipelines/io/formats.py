@@ -1,0 +1,191 @@
+"""Table-format adapters: how a table is created, appended to idempotently, and described.
+
+Iceberg is the default and the one that works here. Delta plugs in behind the same `TableFormat` seam
+once its jars are available (they come from Maven Central, which this environment cannot reach).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.types import StructType
+
+from infra.errors import ConfigError, SetupError
+from infra.identifiers import validate_table_name
+from infra.settings import Settings
+from pipelines.spec.tables import OutputTable
+
+WRITER_PROPERTY = "tributary.writer"
+BATCH_PROPERTY = "tributary.batch-id"
+
+# Keep metadata from growing without bound: old metadata.json files are deleted after each commit.
+DEFAULT_TABLE_PROPERTIES = {
+    "format-version": "2",
+    "write.metadata.delete-after-commit.enabled": "true",
+    "write.metadata.previous-versions-max": "50",
+    "write.parquet.compression-codec": "zstd",
+}
+
+
+@dataclass(frozen=True)
+class TableStats:
+    """What a table looks like now: numbers Dagster records and plots."""
+
+    snapshot_id: int | None
+    rows: int
+    data_files: int
+    bytes: int
+
+
+class TableFormat(Protocol):
+    """Operations the pipelines need from a table format."""
+
+    def qualified(self, name: str) -> str:
+        """The name Spark SQL resolves (catalog-qualified)."""
+        ...
+
+    def ensure_table(self, spark: SparkSession, table: OutputTable, allow_added: bool = False) -> None:
+        """Create the namespace and table if missing; add declared columns it lacks; fail on other differences.
+
+        `allow_added`: the table may hold columns its spec does not declare (added by schema evolution).
+        """
+        ...
+
+    def columns(self, spark: SparkSession, name: str) -> list[str]:
+        """The table's column names now."""
+        ...
+
+    def add_string_columns(self, spark: SparkSession, name: str, columns: list[str]) -> None:
+        """Add nullable string columns (schema evolution of landed data)."""
+        ...
+
+    def committed_batches(self, spark: SparkSession, name: str, writer: str) -> set[int]:
+        """Batch ids that `writer` has already committed to `name`."""
+        ...
+
+    def append(self, df: DataFrame, name: str, writer: str, batch_id: int) -> int:
+        """Append `df` as one commit tagged with the writer and batch id; return the rows added."""
+        ...
+
+    def stats(self, spark: SparkSession, name: str) -> TableStats:
+        """Current snapshot, row count, data files and bytes."""
+        ...
+
+
+class IcebergFormat:
+    """Iceberg tables in the platform catalog."""
+
+    def __init__(self, settings: Settings):
+        self.catalog = settings.catalog_name
+
+    def qualified(self, name: str) -> str:
+        """`catalog.namespace.table` after validating the identifier."""
+        ns, table = validate_table_name(name)
+        return f"{self.catalog}.{ns}.{table}"
+
+    def ensure_table(self, spark: SparkSession, table: OutputTable, allow_added: bool = False) -> None:
+        """Create the namespace and table if missing; add declared columns it lacks; fail naming the table if
+        a column's type differs or (unless `allow_added`) it holds columns the spec does not declare."""
+        qualified = self.qualified(table.name)
+        ns = qualified.rsplit(".", 1)[0]
+        spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {ns}")
+        if spark.catalog.tableExists(qualified):
+            existing = spark.table(qualified).schema
+            _check_schema(table.name, existing, table.schema, allow_added)
+            missing = [f for f in table.schema.fields if f.name not in existing.names]
+            if missing:
+                columns = ", ".join(f"{f.name} {f.dataType.simpleString()}" for f in missing)
+                spark.sql(f"ALTER TABLE {qualified} ADD COLUMNS ({columns})")
+            return
+        props = ", ".join(f"'{k}'='{v}'" for k, v in DEFAULT_TABLE_PROPERTIES.items())
+        partition = f" PARTITIONED BY ({', '.join(table.partition_by)})" if table.partition_by else ""
+        ddl = ", ".join(f"{f.name} {f.dataType.simpleString()}" for f in table.schema.fields)
+        spark.sql(f"CREATE TABLE IF NOT EXISTS {qualified} ({ddl}) USING iceberg{partition} TBLPROPERTIES ({props})")
+
+    def columns(self, spark: SparkSession, name: str) -> list[str]:
+        """The table's column names now (from its metadata)."""
+        return spark.table(self.qualified(name)).columns
+
+    def add_string_columns(self, spark: SparkSession, name: str, columns: list[str]) -> None:
+        """Add nullable string columns (Iceberg schema evolution: a metadata-only change)."""
+        ddl = ", ".join(f"`{c}` string" for c in columns)
+        spark.sql(f"ALTER TABLE {self.qualified(name)} ADD COLUMNS ({ddl})")
+
+    def committed_batches(self, spark: SparkSession, name: str, writer: str) -> set[int]:
+        """Read the snapshot summaries: each append records which writer and batch made it."""
+        rows = spark.sql(
+            f"SELECT summary['{BATCH_PROPERTY}'] AS b FROM {self.qualified(name)}.snapshots "
+            f"WHERE summary['{WRITER_PROPERTY}'] = :writer",
+            args={"writer": writer},
+        ).collect()
+        return {int(r.b) for r in rows if r.b is not None}
+
+    def append(self, df: DataFrame, name: str, writer: str, batch_id: int) -> int:
+        """One Iceberg commit whose snapshot summary names the writer and batch (the idempotence key).
+
+        Returns the rows the commit added, read back from the snapshot summary rather than counted.
+        """
+        qualified = self.qualified(name)
+        (
+            df.writeTo(qualified)
+            .option(f"snapshot-property.{WRITER_PROPERTY}", writer)
+            .option(f"snapshot-property.{BATCH_PROPERTY}", str(batch_id))
+            .append()
+        )
+        added = df.sparkSession.sql(
+            f"SELECT summary['added-records'] AS n FROM {qualified}.snapshots "
+            f"WHERE summary['{WRITER_PROPERTY}'] = :writer AND summary['{BATCH_PROPERTY}'] = :batch",
+            args={"writer": writer, "batch": str(batch_id)},
+        ).collect()
+        return sum(int(r.n or 0) for r in added)
+
+    def stats(self, spark: SparkSession, name: str) -> TableStats:
+        """Numbers from Iceberg metadata tables (no data scan)."""
+        qualified = self.qualified(name)
+        snap = spark.sql(f"SELECT snapshot_id FROM {qualified}.snapshots ORDER BY committed_at DESC LIMIT 1").collect()
+        files = spark.sql(
+            f"SELECT count(*) AS n, coalesce(sum(record_count), 0) AS r, "
+            f"coalesce(sum(file_size_in_bytes), 0) AS b FROM {qualified}.files"
+        ).collect()[0]
+        return TableStats(
+            snapshot_id=snap[0].snapshot_id if snap else None,
+            rows=int(files.r),
+            data_files=int(files.n),
+            bytes=int(files.b),
+        )
+
+
+class DeltaFormat:
+    """Placeholder for Delta Lake: the seam exists, the jars do not (Maven Central is unreachable here)."""
+
+    def __init__(self, settings: Settings):
+        raise SetupError(
+            "TRIBUTARY_TABLE_FORMAT=delta needs the delta-spark jars (io.delta:delta-spark_2.12:3.3.x), which "
+            "are not available in this environment; use the default 'iceberg'"
+        )
+
+
+def _check_schema(name: str, existing: StructType, declared: StructType, allow_added: bool = False) -> None:
+    """Declared columns the table lacks are added by `ensure_table`; changed types and (unless allowed) columns
+    the spec does not declare are errors."""
+    have = {f.name: f.dataType.simpleString() for f in existing.fields}
+    want = {f.name: f.dataType.simpleString() for f in declared.fields}
+    extra = [] if allow_added else sorted(set(have) - set(want))
+    changed = sorted(k for k in set(have) & set(want) if have[k] != want[k])
+    if extra or changed:
+        raise ConfigError(
+            f"table {name!r} exists with a different schema than its spec declares "
+            f"(unexpected columns {extra}, changed types {changed}); "
+            "migrate the table or run a full refresh"
+        )
+
+
+def table_format(settings: Settings) -> TableFormat:
+    """The adapter for `settings.table_format`."""
+    if settings.table_format == "iceberg":
+        return IcebergFormat(settings)
+    if settings.table_format == "delta":
+        return DeltaFormat(settings)  # type: ignore[return-value]
+    raise ConfigError(f"unknown table format {settings.table_format!r}")

@@ -1,0 +1,230 @@
+"""Streaming sources: landed files (checked, then parsed by `pipelines.io.landing_parse`) and upstream tables.
+
+JSON lines and CSV are read as text, one row per non-blank line: a line is one record, so a line holding a
+JSON array, binary garbage or bytes that are not UTF-8 becomes exactly one corrupt record, and landed lines =
+bronze rows per file. Spark's own JSON reader would split an array into several rows and split garbage at
+carriage returns; its CSV reader would map columns by position.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from pyspark.sql import DataFrame, DataFrameReader, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.streaming import DataStreamReader
+
+from infra.errors import ConfigError, PipelineError
+from infra.paths import canonical, local_path, misnamed_compression, open_landed
+from infra.settings import Settings
+from pipelines.io import file_ledger
+from pipelines.io.checkpoints import pending_batch, seen_files
+from pipelines.io.formats import TableFormat
+from pipelines.io.landing_parse import (
+    CORRUPT_COLUMN,
+    RESCUED_COLUMN,
+    CsvHeaders,
+    parse_csv_lines,
+    parse_json_lines,
+    read_csv_headers,
+    with_corrupt,
+)
+from pipelines.spec.tables import FileSource, TableSource
+
+LINEAGE_COLUMNS = ("_source_file", "_ingested_at")
+
+
+def landing_folder(settings: Settings, source: FileSource) -> Path:
+    """The folder a file source reads."""
+    return settings.landing / source.dataset
+
+
+def check_landing(settings: Settings, source: FileSource, table: str) -> list[Path]:
+    """The landed files (none when the folder does not exist yet); fail naming a file that cannot be read."""
+    folder = landing_folder(settings, source)
+    if not folder.is_dir():
+        return []  # nothing has landed yet
+    files = sorted(p for p in folder.iterdir() if not p.name.startswith((".", "_")))
+    for path in files:
+        if path.is_symlink() and not path.exists():
+            raise PipelineError(
+                f"table {table}: landing file {path} is a broken link (to {os.readlink(path)}); "
+                "restore its target or remove the link"
+            )
+        if path.is_file() and not os.access(path, os.R_OK):
+            raise PipelineError(
+                f"table {table}: landing file {path} is not readable (permission denied); fix its "
+                "permissions or move it out of the landing folder"
+            )
+    return [p for p in files if p.is_file()]
+
+
+def landed_files(settings: Settings, source: FileSource) -> dict[str, Path]:
+    """Complete landed files by canonical path (dot- and underscore-files are in flight or hidden, as for Spark)."""
+    folder = landing_folder(settings, source)
+    if not folder.is_dir():
+        return {}
+    return {canonical(str(p)): p for p in sorted(folder.iterdir()) if p.is_file() and not p.name.startswith((".", "_"))}
+
+
+def check_landed_files(settings: Settings, source: FileSource, table: str, checkpoint: Path) -> dict[str, Path]:
+    """Refuse, naming the file, a landing folder whose files Spark would misread or silently skip.
+
+    - gzip data under a name without `.gz` would be read as garbage text;
+    - a file of an uncommitted (planned) batch that is gone would make its replay fail;
+    - a file already ingested whose content changed was replaced: Spark never reads a path twice, so its new
+      content would be lost without a word (the same bytes dropped again are fine; see `pipelines.io.file_ledger`).
+    Returns the landed files (canonical path → path) for `check_all_read` after the run.
+    """
+    files = landed_files(settings, source)
+    for path in files.values():
+        compression = misnamed_compression(path)
+        if compression:
+            raise PipelineError(
+                f"table {table}: landing file {path} holds {compression} data but its name does not end in .gz; "
+                f"rename it to {path.name}.gz (nothing was written)"
+            )
+    seen = seen_files(checkpoint)
+    pending = pending_batch(checkpoint)
+    ledger = file_ledger.load(checkpoint)
+    before = dict(ledger)
+    for entry in seen.values():
+        path = files.get(entry.path)
+        if entry.batch_id == pending:
+            if path is None:
+                raise PipelineError(
+                    f"table {table}: landing file {entry.path} was planned into batch {pending}, which a crash "
+                    "interrupted, and is gone; restore it and re-run (nothing of that batch was committed)"
+                )
+            continue
+        if path is not None and not file_ledger.unchanged(ledger, entry, path):
+            raise PipelineError(
+                f"table {table}: landing file {path} was already ingested (batch {entry.batch_id}) and has been "
+                "replaced since; landed files are immutable: move it out of the landing folder and land the new "
+                "content under a new name (nothing was written)"
+            )
+    if ledger != before:
+        file_ledger.save(checkpoint, ledger)
+    return files
+
+
+def check_all_read(table: str, landed: dict[str, Path], checkpoint: Path) -> None:
+    """After a bounded run, every file that was landed when it started must have been read; fingerprint them."""
+    seen = seen_files(checkpoint)
+    ledger = file_ledger.load(checkpoint)
+    recorded = len(ledger)
+    for name, entry in seen.items():
+        if name not in ledger and name in landed:
+            file_ledger.unchanged(ledger, entry, landed[name])
+    if len(ledger) != recorded:
+        file_ledger.save(checkpoint, ledger)
+    unread = sorted(set(landed) - set(seen))
+    if unread:
+        raise PipelineError(
+            f"table {table}: {len(unread)} landed file(s) were not ingested, e.g. {landed[unread[0]]}; "
+            "land it again under a new name (the stream's file log is in its checkpoint)"
+        )
+
+
+def find_unreadable_file(settings: Settings, source: FileSource) -> tuple[Path, str] | None:
+    """The first landed file that cannot be read to the end, with the reason (used to explain a failed run)."""
+    for path in sorted(landing_folder(settings, source).glob("*")):
+        if path.name.startswith((".", "_")) or not path.is_file():
+            continue
+        try:
+            if source.format == "parquet":
+                pq.read_metadata(path)
+                continue
+            with open_landed(path) as fh:
+                while fh.read(1 << 20):
+                    pass
+        except (OSError, EOFError, ValueError, pa.ArrowException) as exc:
+            return path, f"{type(exc).__name__}: {exc}"
+    return None
+
+
+# Landed files are immutable and never expire: Spark's default maxFileAge (7 days) would silently skip a file
+# whose modification time is older than that relative to the newest file seen.
+_NEVER_EXPIRE = "36500d"
+
+
+def _reads_lines(source: FileSource) -> bool:
+    """JSON lines and CSV are read as text and parsed per line (`pipelines.io.landing_parse`)."""
+    return source.format in ("json", "csv") and dict(source.options).get("multiLine", "false").lower() != "true"
+
+
+def file_reader_options(source: FileSource) -> dict[str, str]:
+    """Options of the file reader itself (the stream's, and the batch re-read of `pipelines.ops.reprocess`)."""
+    if _reads_lines(source):
+        return {"lineSep": "\n"}
+    options: dict[str, str] = {}
+    if source.format == "json":
+        options.update(mode="PERMISSIVE", columnNameOfCorruptRecord=CORRUPT_COLUMN)
+    options.update(dict(source.options))
+    return options
+
+
+def _reader(reader: DataFrameReader | DataStreamReader, source: FileSource) -> DataFrameReader | DataStreamReader:
+    if _reads_lines(source):
+        return reader.format("text").options(**file_reader_options(source))
+    if source.format == "csv":
+        raise ConfigError(f"dataset {source.dataset}: multi-line CSV is not supported; land one record per line")
+    schema = with_corrupt(source.schema) if source.format == "json" else source.schema
+    return reader.format(source.format).schema(schema).options(**file_reader_options(source))
+
+
+def csv_headers(source: FileSource, paths: list[Path]) -> CsvHeaders | None:
+    """The headers of the CSV files at `paths` (None for other formats)."""
+    return read_csv_headers(source, paths) if source.format == "csv" and _reads_lines(source) else None
+
+
+def parse_landed(df: DataFrame, source: FileSource, headers: CsvHeaders | None) -> DataFrame:
+    """Typed rows with `_corrupt_record` and `_rescued_data` from what `_reader` read (see `landing_parse`)."""
+    if _reads_lines(source):
+        if source.format == "csv":
+            return parse_csv_lines(df, source, headers or CsvHeaders())
+        return parse_json_lines(df, source)
+    missing = [n for n in (CORRUPT_COLUMN, RESCUED_COLUMN) if n not in df.columns]
+    return df.select("*", *[F.lit(None).cast("string").alias(n) for n in missing], "_metadata")
+
+
+def batch_read_files(spark: SparkSession, source: FileSource, files: list[str]) -> DataFrame:
+    """A batch read of some landed files, parsed exactly as the stream parses them (with `_source_file`)."""
+    paths: list[Path] = []
+    for local in (local_path(f) for f in files):
+        if local is not None:
+            paths.extend(sorted(p for p in local.iterdir() if p.is_file()) if local.is_dir() else [local])
+    df = parse_landed(_reader(spark.read, source).load(files), source, csv_headers(source, paths))
+    return df.withColumn("_source_file", F.col("_metadata.file_path")).drop("_metadata", "_layout")
+
+
+def read_files(
+    spark: SparkSession, settings: Settings, source: FileSource, headers: CsvHeaders | None = None
+) -> DataFrame:
+    """A streaming DataFrame over the landing folder with lineage columns `_source_file`, `_ingested_at`.
+
+    CSV rows are matched to columns by the `headers` read when the run started (`csv_headers`).
+    """
+    reader = _reader(spark.readStream, source).option("maxFileAge", _NEVER_EXPIRE)
+    if source.max_files_per_trigger:
+        reader = reader.option("maxFilesPerTrigger", str(source.max_files_per_trigger))
+    df = parse_landed(reader.load(str(landing_folder(settings, source))), source, headers)
+    df = df.withColumn("_source_file", F.col("_metadata.file_path")).withColumn("_ingested_at", F.current_timestamp())
+    return df.drop("_metadata")
+
+
+def read_table(spark: SparkSession, fmt: TableFormat, source: TableSource) -> DataFrame:
+    """A streaming DataFrame over the appends of an upstream Iceberg table.
+
+    Overwrite and delete snapshots are skipped: only a reprocess or a backfill (`pipelines.ops.reprocess`) makes
+    them, replacing rows the stream has already carried downstream, so re-reading them would add them twice.
+    """
+    return (
+        spark.readStream.format("iceberg")
+        .option("streaming-skip-overwrite-snapshots", "true")
+        .option("streaming-skip-delete-snapshots", "true")
+        .load(fmt.qualified(source.table))
+    )

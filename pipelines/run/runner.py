@@ -1,0 +1,296 @@
+"""The incremental runner: one bounded streaming run per table, returning what it did in numbers."""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from pyspark.errors import StreamingQueryException
+from pyspark.sql import DataFrame, SparkSession
+
+from infra.errors import PipelineError, TributaryError, first_line
+from infra.settings import Settings
+from pipelines.io.checkpoints import pending_batch
+from pipelines.io.formats import TableFormat, TableStats, table_format
+from pipelines.io.landing_parse import CsvHeaders
+from pipelines.io.sources import (
+    check_all_read,
+    check_landed_files,
+    csv_headers,
+    find_unreadable_file,
+    landed_files,
+    landing_folder,
+    read_files,
+    read_table,
+)
+from pipelines.run import streams
+from pipelines.run.locks import table_lock
+from pipelines.spec.modes import check_query_mode
+from pipelines.spec.tables import FileSource, StaticSource, TableSource, TableSpec
+from pipelines.write import file_health
+from pipelines.write.sinks import BatchContext
+
+# A CSV file that lands while a run starts has no header in the run's plan: the query restarts to read it.
+_HEADER_RESTARTS = 3
+_LANDED_DURING_START = file_health.LandedDuringStart.__name__
+
+
+@dataclass
+class RunReport:
+    """What one incremental run of one table did."""
+
+    table: str
+    trigger: str
+    batches: int = 0
+    data_batches: int = 0
+    rows_in: int = 0
+    seconds: float = 0.0
+    batch_durations_ms: list[int] = field(default_factory=list)
+    metrics: dict[str, int] = field(default_factory=dict)
+    watermark: str | None = None
+    state_rows: int = 0
+    state_memory_bytes: int = 0
+    rows_dropped_by_watermark: int = 0
+    # Rows left out before the watermark because their event time is implausible (see Watermark.max_future).
+    rows_out_of_range: int = 0
+    tables: dict[str, TableStats] = field(default_factory=dict)
+    processed_rows_per_second: float = 0.0
+    skipped: bool = False
+    # Why a run had nothing to do, when it is worth saying (e.g. nothing has landed yet).
+    note: str | None = None
+    # Health of every landed file this run read (file sources; pipelines.write.file_health.FileHealth).
+    files: list[file_health.FileHealth] = field(default_factory=list)
+
+    def file_problems(self) -> list[str]:
+        """One line per rejected, empty or header-only landed file of this run."""
+        return [h.describe(self.table) for h in self.files if h.status != "ok"]
+
+    def rows_written(self, table: str | None = None) -> int:
+        """Rows appended (or upserted) to `table` (default: the run's main table) by this run."""
+        name = table or self.table
+        return self.metrics.get(f"rows_written:{name}", 0) + self.metrics.get(f"rows_upserted:{name}", 0)
+
+
+def trigger_for(spec: TableSpec) -> tuple[str, dict[str, Any]]:
+    """The trigger that makes a run bounded for this spec's source.
+
+    File sources use availableNow: everything landed so far, split by maxFilesPerTrigger, then stop.
+    Iceberg sources use Trigger.Once: Iceberg 1.10's stream does not implement availableNow, and Spark's
+    wrapper for it fails for good once the stream's first snapshot is expired by maintenance. Once has the
+    same bounded semantics, except that it never runs the no-data batch that emits windows closed by the
+    watermark; stateful queries with a watermark in append mode are therefore drained instead (run until
+    all available data, including that no-data batch, is processed, then stopped).
+    """
+    if isinstance(spec.source, FileSource):
+        return "availableNow", {"availableNow": True}
+    if spec.watermark is not None and spec.output_mode == "append":
+        return "drain", {"processingTime": "0 seconds"}
+    return "once", {"once": True}
+
+
+def source_frame(
+    spark: SparkSession, settings: Settings, fmt: TableFormat, spec: TableSpec, headers: CsvHeaders | None = None
+) -> DataFrame:
+    """The spec's streaming input after its transform (a file source's transform runs per batch, after checks)."""
+    if isinstance(spec.source, FileSource):
+        return read_files(spark, settings, spec.source, headers)
+    if streams.needs_query_frame(spec):
+        return streams.query_frame(spark, settings, fmt, spec)
+    df = read_table(spark, fmt, spec.source)
+    if spec.watermark is not None:
+        df = streams.guard_time_range(df, spec.watermark)
+        df = df.withWatermark(spec.watermark.column, spec.watermark.delay)
+    return spec.transform(df)
+
+
+def prepare_tables(spark: SparkSession, fmt: TableFormat, spec: TableSpec) -> None:
+    """Create the spec's output tables if missing (a bronze table under `add_new_columns` may hold more columns)."""
+    evolving = isinstance(spec.source, FileSource) and spec.source.schema_evolution == "add_new_columns"
+    for out in spec.outputs():
+        fmt.ensure_table(spark, out, allow_added=evolving and out.name == spec.name)
+
+
+def write_micro_batch(ctx: BatchContext, df: DataFrame, spec: TableSpec, headers: CsvHeaders | None = None) -> None:
+    """Write one micro-batch of `spec`'s query: landed rows checked file by file, late rows to the late table,
+    the rest through the spec's sink."""
+    if isinstance(spec.source, FileSource):
+        file_health.write_landed(ctx, df, spec, headers)
+    elif spec.late_table:
+        streams.write_with_late_rows(ctx, df, spec)
+    else:
+        spec.sink.write(ctx, df)
+
+
+def run_table(spark: SparkSession, settings: Settings, spec: TableSpec) -> RunReport:
+    """Run `spec` incrementally: process everything available, commit, stop, and report.
+
+    The table's writer lock is held for the whole run, so a second run of the same table (CLI or Dagster)
+    waits for this one (see `pipelines.run.locks`).
+    """
+    with table_lock(settings, spec.name, settings.lock_wait_seconds):
+        return _run_locked(spark, settings, spec)
+
+
+def _run_locked(spark: SparkSession, settings: Settings, spec: TableSpec) -> RunReport:
+    fmt = table_format(settings)
+    trigger_name, trigger = trigger_for(spec)
+    report = RunReport(table=spec.name, trigger=trigger_name)
+    started = time.perf_counter()
+    checkpoint = settings.checkpoint_for(spec.name)
+    metrics: Counter[str] = Counter()
+    _check_upstreams(spark, fmt, spec)
+    landed = None
+    if isinstance(spec.source, FileSource):
+        folder = landing_folder(settings, spec.source)
+        if not folder.is_dir():
+            report.note = f"nothing has landed yet: landing folder {folder} does not exist"
+        else:
+            landed = check_landed_files(settings, spec.source, spec.name, checkpoint)
+    try:
+        if streams.nothing_to_read(spark, settings, fmt, spec):  # no batch could run: skip the query
+            return _skipped(spark, fmt, spec, report, started)
+    except TributaryError:
+        raise
+    except Exception as exc:
+        raise PipelineError(f"table {spec.name}: could not start its stream: {first_line(exc)}") from exc
+    # Trigger.Once re-runs an interrupted batch and stops: a second query then reads what arrived since.
+    queries = 2 if trigger_name == "once" and pending_batch(checkpoint) is not None else 1
+    progress: list[dict[str, Any]] = []
+    files: list[file_health.FileHealth] = []
+    for _ in range(queries):
+        for attempt in range(_HEADER_RESTARTS + 1):
+            headers = None
+            if isinstance(spec.source, FileSource) and landed is not None:
+                headers = csv_headers(spec.source, list(landed_files(settings, spec.source).values()))
+
+            def write_batch(df: DataFrame, batch_id: int, headers: CsvHeaders | None = headers) -> None:
+                ctx = BatchContext(spark, fmt, spec.name, checkpoint, batch_id, metrics, files)
+                write_micro_batch(ctx, df, spec, headers)
+
+            try:
+                progress.extend(_run_query(spark, settings, fmt, spec, trigger_name, trigger, write_batch, headers))
+                break
+            except file_health.LandedDuringStart:
+                if attempt == _HEADER_RESTARTS:
+                    raise
+    if landed is not None:
+        check_all_read(spec.name, landed, checkpoint)
+    _fill_from_progress(report, progress, streams.source_copies(spec))
+    report.metrics = dict(metrics)
+    report.files = files
+    report.seconds = round(time.perf_counter() - started, 3)
+    for out in spec.outputs():
+        report.tables[out.name] = fmt.stats(spark, out.name)
+    return report
+
+
+def _skipped(spark: SparkSession, fmt: TableFormat, spec: TableSpec, report: RunReport, started: float) -> RunReport:
+    prepare_tables(spark, fmt, spec)
+    report.skipped = True
+    report.seconds = round(time.perf_counter() - started, 3)
+    report.tables = {out.name: fmt.stats(spark, out.name) for out in spec.outputs()}
+    return report
+
+
+def _check_upstreams(spark: SparkSession, fmt: TableFormat, spec: TableSpec) -> None:
+    """Fail with one line when a table this spec reads has not been created yet."""
+    sources = [spec.source, *spec.secondary_sources]
+    for source in sources:
+        if isinstance(source, TableSource | StaticSource) and not spark.catalog.tableExists(
+            fmt.qualified(source.table)
+        ):
+            raise PipelineError(
+                f"table {spec.name}: its upstream {source.table} does not exist yet; create it first with "
+                f"'tributary run {source.table}', or run 'tributary run --with-upstream {spec.name}'"
+            )
+
+
+def _run_query(
+    spark: SparkSession,
+    settings: Settings,
+    fmt: TableFormat,
+    spec: TableSpec,
+    trigger_name: str,
+    trigger: dict[str, Any],
+    write_batch: Any,
+    headers: CsvHeaders | None = None,
+) -> list[dict[str, Any]]:
+    """Start the spec's bounded query, wait for it to finish, and return its progress reports."""
+    try:
+        stream = source_frame(spark, settings, fmt, spec, headers)
+        check_query_mode(spec, stream)  # a mode the query cannot support fails here, before anything is written
+        prepare_tables(spark, fmt, spec)
+        query = (
+            stream.writeStream.queryName(f"tributary_{spec.name.replace('.', '_')}")
+            .foreachBatch(write_batch)
+            .outputMode(spec.output_mode)
+            .option("checkpointLocation", str(settings.checkpoint_for(spec.name)))
+            .trigger(**trigger)
+            .start()
+        )
+    except TributaryError:
+        raise
+    except Exception as exc:
+        raise PipelineError(f"table {spec.name}: could not start its stream: {first_line(exc)}") from exc
+    try:
+        if trigger_name == "drain":
+            query.processAllAvailable()
+            query.stop()
+        else:
+            query.awaitTermination()
+    except StreamingQueryException as exc:
+        if _LANDED_DURING_START in str(exc):
+            raise file_health.LandedDuringStart(f"table {spec.name}: a file landed while the run started") from exc
+        if isinstance(spec.source, FileSource):
+            unreadable = find_unreadable_file(settings, spec.source)
+            if unreadable:
+                path, reason = unreadable
+                raise PipelineError(
+                    f"table {spec.name}: landing file {path} cannot be read ({reason}); fix or remove it and "
+                    "re-run (nothing of the failed batch was committed)"
+                ) from exc
+        raise PipelineError(f"table {spec.name}: run failed: {_cause(exc)}") from exc
+    finally:
+        if query.isActive:
+            query.stop()
+    return list(query.recentProgress)
+
+
+def _fill_from_progress(report: RunReport, progress: list[dict[str, Any]], copies: int = 1) -> None:
+    """Numbers from the query's progress; `copies`: how often the query reads each source row (late split: 2)."""
+    data_ms = 0
+    for p in progress:
+        report.batches += 1
+        rows = int(p.get("numInputRows", 0)) // copies
+        report.rows_in += rows
+        report.data_batches += 1 if rows else 0
+        report.batch_durations_ms.append(int(p.get("durationMs", {}).get("triggerExecution", 0)))
+        data_ms += report.batch_durations_ms[-1] if rows else 0
+    if data_ms:
+        report.processed_rows_per_second = round(report.rows_in * 1000 / data_ms, 1)
+    if progress:
+        last = progress[-1]
+        report.watermark = last.get("eventTime", {}).get("watermark")
+        for op in last.get("stateOperators", []):
+            report.state_rows += int(op.get("numRowsTotal", 0))
+            report.state_memory_bytes += int(op.get("memoryUsedBytes", 0))
+        for p in progress:
+            for op in p.get("stateOperators", []):
+                report.rows_dropped_by_watermark += int(op.get("numRowsDroppedByWatermark", 0))
+            for name, observed in p.get("observedMetrics", {}).items():
+                if name.startswith(streams.TIME_GUARD):
+                    report.rows_out_of_range += int(observed.get(streams.OUT_OF_RANGE_METRIC) or 0)
+
+
+def _cause(exc: StreamingQueryException) -> str:
+    """The most specific line of a streaming failure: our own error if a sink raised one."""
+    text = str(exc)
+    for marker in ("PipelineError: ", "TributaryError: ", "ConfigError: "):
+        if marker in text:
+            return text.split(marker, 1)[1].splitlines()[0]
+    caused = [line for line in text.splitlines() if line.startswith("Caused by: ")]
+    if caused:
+        return caused[-1].removeprefix("Caused by: ").strip()
+    return first_line(exc)

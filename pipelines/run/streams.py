@@ -1,0 +1,197 @@
+"""Query inputs beyond one source: secondary streams, reference tables, and the late-data split.
+
+Late data. A watermarked query drops rows that arrive behind its watermark. Tributary diverts them instead:
+when a run starts it reads the watermark the query's checkpoint will use for its next batch (the commit log's
+`nextBatchWatermarkMs`, or the pending batch's own watermark if that batch is re-run), and splits every
+watermarked input of the query in two. Rows at or after that watermark (or without event time) feed the query;
+rows behind it go, unchanged and as JSON, to the spec's `late_table`. Both halves are one streaming query
+(a union), so they share a checkpoint, a micro-batch and its idempotent commit. Because the split watermark is
+never ahead of the one Spark uses to drop rows, Spark drops nothing itself; should a run have more than one data
+batch (a crash replay, or an upstream committing while the run is in progress), rows Spark drops are still
+counted (`rows_dropped_by_watermark`). See docs/streaming.md.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.types import LongType, StringType, StructField, StructType, TimestampType
+
+from infra.settings import Settings
+from pipelines.io.checkpoints import batch_files
+from pipelines.io.formats import TableFormat
+from pipelines.io.sources import check_landing, read_table
+from pipelines.spec.rules import time_range_condition
+from pipelines.spec.tables import FileSource, OutputTable, StaticSource, TableSource, TableSpec, Watermark
+from pipelines.write.sinks import BatchContext
+
+TIME_GUARD = "tributary_time_guard"
+OUT_OF_RANGE_METRIC = "rows_out_of_range"
+
+
+def in_time_range(watermark: Watermark) -> Column:
+    """TRUE for rows whose event time may move the watermark: NULL, or within the watermark's plausible range.
+
+    `current_timestamp()` in a streaming query is the batch's time, which Spark logs with the batch and reuses
+    when it replays it, so a replay sorts rows exactly as the first attempt did.
+    """
+    condition = time_range_condition(watermark.column, watermark.earliest, watermark.max_future, "current_timestamp()")
+    return F.coalesce(F.expr(condition), F.lit(False))
+
+
+def guard_time_range(df: DataFrame, watermark: Watermark, name: str = "") -> DataFrame:
+    """Leave out (and count, as the query's observed `rows_out_of_range`) rows outside the plausible range.
+
+    `name` tells the inputs of one query apart (observed metric names must be unique within a query).
+    """
+    flag = "_tributary_out_of_range"
+    # Observed metrics may not hold the batch time itself: flag rows in a projection first.
+    flagged = df.withColumn(flag, (~in_time_range(watermark)).cast("long"))
+    metric = F.coalesce(F.sum(flag), F.lit(0)).alias(OUT_OF_RANGE_METRIC)
+    observed = flagged.observe(f"{TIME_GUARD}{name}", metric)
+    return observed.filter(F.col(flag) == 0).drop(flag)
+
+
+OUT_COLUMN = "_out"
+LATE_COLUMN = "_late"
+LATE_SCHEMA = StructType(
+    [
+        StructField("source", StringType()),
+        StructField("event_time", TimestampType()),
+        StructField("watermark", TimestampType()),
+        StructField("record", StringType()),
+        StructField("_batch_id", LongType()),
+    ]
+)
+
+
+def late_output(name: str) -> OutputTable:
+    """The table that receives a spec's late rows (one schema for every spec: the row is kept as JSON)."""
+    return OutputTable(name, LATE_SCHEMA, partition_by=("days(watermark)",))
+
+
+def committed_watermark_ms(checkpoint: Path) -> int:
+    """The event-time watermark (ms) the query at `checkpoint` uses for its next batch; 0 before any batch.
+
+    Spark records the watermark for the next batch in the commit log (`commits/<n>`: nextBatchWatermarkMs); a
+    planned but uncommitted batch is re-run with the watermark stored in its offsets entry (`offsets/<n>`).
+    """
+    offsets = batch_files(checkpoint / "offsets")
+    if not offsets:
+        return 0
+    last = max(offsets)
+    commits = batch_files(checkpoint / "commits")
+    if last in commits:
+        return int(_metadata(commits[last]).get("nextBatchWatermarkMs", 0))
+    return int(_metadata(offsets[last]).get("batchWatermarkMs", 0))
+
+
+def _metadata(path: Path) -> dict:
+    lines = path.read_text().splitlines()
+    return json.loads(lines[1]) if len(lines) > 1 and lines[1].strip() else {}
+
+
+def needs_query_frame(spec: TableSpec) -> bool:
+    """Whether the spec needs more than one plain source (secondary inputs or a late-data split)."""
+    return bool(spec.secondary_sources) or spec.late_table is not None
+
+
+def source_copies(spec: TableSpec) -> int:
+    """How often the query reads each source: the late split reads every stream once per half."""
+    return 2 if spec.late_table else 1
+
+
+def query_frame(spark: SparkSession, settings: Settings, fmt: TableFormat, spec: TableSpec) -> DataFrame:
+    """The spec's streaming DataFrame: its transform over all inputs, plus late rows when it has a late table.
+
+    With a late table the result has two struct columns, `_out` (a transform row) and `_late` (a late-table row);
+    exactly one of them is set per row. `write_batch` splits them.
+    """
+    watermark_ms = committed_watermark_ms(settings.checkpoint_for(spec.name)) if spec.late_table else 0
+    inputs: list[DataFrame] = []
+    late_parts: list[DataFrame] = []
+    for index, (name, df, watermark) in enumerate(_inputs(spark, settings, fmt, spec)):
+        if watermark is None:  # a static table, or a stream without event time
+            inputs.append(df)
+            continue
+        if spec.late_table:
+            event_time = F.col(watermark.column)
+            # Behind the watermark, or implausible (it would move the watermark): kept in the late table.
+            diverted = (event_time < F.timestamp_millis(F.lit(watermark_ms))) | ~in_time_range(watermark)
+            late_parts.append(_late_rows(df.filter(diverted), name, watermark.column, watermark_ms))
+            df = df.filter(event_time.isNull() | ~diverted)
+        else:
+            df = guard_time_range(df, watermark, f"_{index}")
+        inputs.append(df.withWatermark(watermark.column, watermark.delay))
+    out = spec.transform(*inputs)
+    if not spec.late_table:
+        return out
+    late_type = StructType(LATE_SCHEMA.fields[:-1])
+    combined = out.select(F.struct(*out.columns).alias(OUT_COLUMN), F.lit(None).cast(late_type).alias(LATE_COLUMN))
+    for late in late_parts:
+        combined = combined.unionByName(
+            late.select(F.lit(None).cast(out.schema).alias(OUT_COLUMN), F.struct(*late.columns).alias(LATE_COLUMN))
+        )
+    return combined
+
+
+def _inputs(
+    spark: SparkSession, settings: Settings, fmt: TableFormat, spec: TableSpec
+) -> list[tuple[str, DataFrame, Watermark | None]]:
+    """(name, DataFrame, watermark) of the main source and each secondary source, in transform argument order."""
+    main = spec.source
+    assert isinstance(main, TableSource)  # a file source has no secondary inputs (pipelines.spec.registry)
+    out = [(main.table, read_table(spark, fmt, main), spec.watermark)]
+    for source in spec.secondary_sources:
+        if isinstance(source, StaticSource):
+            out.append((source.table, spark.table(fmt.qualified(source.table)), None))
+        else:
+            out.append((source.table, read_table(spark, fmt, source), source.watermark))
+    return out
+
+
+def _late_rows(df: DataFrame, source: str, column: str, watermark_ms: int) -> DataFrame:
+    return df.select(
+        F.lit(source).alias("source"),
+        F.col(column).cast("timestamp").alias("event_time"),
+        F.timestamp_millis(F.lit(watermark_ms)).alias("watermark"),
+        F.to_json(F.struct(*[F.col(c) for c in df.columns])).alias("record"),
+    )
+
+
+def write_with_late_rows(ctx: BatchContext, df: DataFrame, spec: TableSpec) -> None:
+    """Split one micro-batch of a late-split query: late rows to the late table, the rest to the spec's sink."""
+    batch = df.persist()
+    try:
+        counts = batch.agg(F.count(OUT_COLUMN).alias("out"), F.count(LATE_COLUMN).alias("late")).collect()[0]
+        if counts["late"]:
+            late = batch.filter(F.col(LATE_COLUMN).isNotNull()).select(f"{LATE_COLUMN}.*")
+            added = ctx.append(late.withColumn("_batch_id", F.lit(ctx.batch_id).cast("long")), spec.late_table)
+            ctx.metrics["rows_late"] += added
+        if counts["out"]:
+            spec.sink.write(ctx, batch.filter(F.col(OUT_COLUMN).isNotNull()).select(f"{OUT_COLUMN}.*"))
+    finally:
+        batch.unpersist()
+
+
+def nothing_to_read(spark: SparkSession, settings: Settings, fmt: TableFormat, spec: TableSpec) -> bool:
+    """True when no stream of the spec has anything to read at all (empty landing folder, tables never written).
+
+    Such a run cannot produce a batch, so the runner skips starting the query. A missing upstream table is not
+    "nothing": the stream then fails with its own clear error.
+    """
+    sources = [spec.source, *(s for s in spec.secondary_sources if isinstance(s, TableSource))]
+    for source in sources:
+        if isinstance(source, FileSource):
+            if check_landing(settings, source, spec.name):
+                return False
+            continue
+        qualified = fmt.qualified(source.table)
+        if not spark.catalog.tableExists(qualified):
+            return False
+        if spark.sql(f"SELECT 1 FROM {qualified}.snapshots LIMIT 1").collect():
+            return False
+    return True

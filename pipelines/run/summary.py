@@ -1,0 +1,113 @@
+"""The numbers of a run, per table, and their aligned terminal summary."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from pipelines.run.runner import RunReport
+from pipelines.spec.tables import FILES_SUFFIX
+
+COLUMNS = (
+    ("rows_in", "rows in"),
+    ("rows_written", "written"),
+    ("rows_quarantined", "quarant."),
+    ("duplicates_dropped", "dupes"),
+    ("seconds", "seconds"),
+    ("table_rows", "table rows"),
+)
+# Per-file health counts of a file-source run (written by pipelines.write.file_health.record), as metadata names.
+FILE_COUNTS = ("files_read", "files_rejected", "files_empty", "files_header_only", "rows_rescued", "rows_corrupt")
+# Metadata names of a run's words (as opposed to its numbers): why it had nothing to do, and its problem files.
+NOTE_KEY = "run_note"
+FILE_PROBLEMS_KEY = "landed_file_problems"
+
+
+def table_numbers(report: RunReport, table: str) -> dict[str, Any]:
+    """What a run did to one of its tables; the keys double as Dagster metadata names."""
+    stats = report.tables[table]
+    numbers: dict[str, Any] = {
+        "rows_written": report.rows_written(table),
+        "table_rows": stats.rows,
+        "data_files": stats.data_files,
+        "table_bytes": stats.bytes,
+        "snapshot_id": str(stats.snapshot_id),
+    }
+    if table == report.table:
+        numbers.update(
+            rows_in=report.rows_in,
+            batches=report.batches,
+            seconds=report.seconds,
+            trigger=report.trigger,
+            rows_quarantined=report.metrics.get("rows_quarantined", 0),
+            duplicates_dropped=report.metrics.get("duplicates_dropped", 0),
+            state_rows=report.state_rows,
+            rows_dropped_by_watermark=report.rows_dropped_by_watermark,
+            rows_out_of_range=report.rows_out_of_range,
+            state_memory_bytes=report.state_memory_bytes,
+            processed_rows_per_second=report.processed_rows_per_second,
+            batch_ms_max=max(report.batch_durations_ms, default=0),
+            batch_ms_total=sum(report.batch_durations_ms),
+            rows_late=report.metrics.get("rows_late", 0),
+        )
+        if report.watermark:
+            numbers["watermark"] = report.watermark
+        if f"{report.table}{FILES_SUFFIX}" in report.tables:  # a file-source run: always present, so Dagster plots 0s
+            numbers.update({key: report.metrics.get(key, 0) for key in FILE_COUNTS})
+        for key, value in sorted(report.metrics.items()):
+            if key.startswith("rule_failures:") or key == "rows_with_warnings":
+                numbers[key.replace(":", "_")] = value
+    return numbers
+
+
+def table_notes(report: RunReport, table: str) -> dict[str, str]:
+    """What a run has to say about its main table: its note, and one Markdown item per problem landed file."""
+    if table != report.table:
+        return {}
+    notes: dict[str, str] = {}
+    if report.note:
+        notes[NOTE_KEY] = report.note
+    problems = report.file_problems()
+    if problems:
+        notes[FILE_PROBLEMS_KEY] = "\n".join(f"- {line}" for line in problems)
+    return notes
+
+
+def report_lines(reports: Iterable[RunReport]) -> list[str]:
+    """The notes and problem landed files of the runs, one line each (for the terminal, after the numbers)."""
+    lines = []
+    for report in reports:
+        if report.note:
+            lines.append(f"{report.table}: {report.note}")
+        lines.extend(report.file_problems())
+    return lines
+
+
+def numbers_lines(numbers: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """`report_lines` recovered from recorded metadata (`table_notes` keys), e.g. of a Dagster run."""
+    lines = []
+    for table, row in numbers.items():
+        if row.get(NOTE_KEY):
+            lines.append(f"{table}: {row[NOTE_KEY]}")
+        items = str(row.get(FILE_PROBLEMS_KEY) or "").splitlines()
+        lines.extend(item.removeprefix("- ") for item in items if item.strip())
+    return lines
+
+
+def report_numbers(reports: Iterable[RunReport]) -> dict[str, dict[str, Any]]:
+    """`table_numbers` for every table of every report."""
+    return {name: table_numbers(r, name) for r in reports for name in r.tables}
+
+
+def format_numbers(numbers: Mapping[str, Mapping[str, Any]]) -> str:
+    """An aligned table: one line per table."""
+    width = max([28, *(len(t) + 2 for t in numbers)])
+    header = f"{'table':<{width}}" + "".join(f"{title:>11}" for _, title in COLUMNS)
+    lines = [header, "-" * len(header)]
+    for table, row in numbers.items():
+        cells = []
+        for key, _ in COLUMNS:
+            value = row.get(key, "-")
+            cells.append(f"{value:>11.2f}" if isinstance(value, float) else f"{value!s:>11}")
+        lines.append(f"{table:<{width}}" + "".join(cells))
+    return "\n".join(lines)

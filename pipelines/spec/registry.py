@@ -1,0 +1,99 @@
+"""The declarative table registry: an ordered, validated set of `TableSpec`s; runs, assets and checks follow."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+
+from infra.errors import ConfigError
+from infra.identifiers import validate_table_name
+from pipelines.spec.modes import check_spec_modes
+from pipelines.spec.strategy import Sink
+from pipelines.spec.tables import LAYERS, FileSource, TableSource, TableSpec
+
+
+def _check_file_spec(spec: TableSpec) -> None:
+    """A file source's transform runs per micro-batch, after each landed file is checked (write.file_health)."""
+    assert isinstance(spec.source, FileSource)
+    spec.source.validate(spec.name)
+    streaming = {
+        "a watermark": spec.watermark is not None,
+        "secondary sources": bool(spec.secondary_sources),
+        "a late table": spec.late_table is not None,
+        f"output_mode {spec.output_mode!r}": spec.output_mode != "append",
+    }
+    for what, declared in streaming.items():
+        if declared:
+            raise ConfigError(
+                f"table {spec.name!r} reads landed files and declares {what}; a file-source table is written per "
+                "micro-batch: land rows in bronze and declare windows, joins and watermarks on a table that reads it"
+            )
+    if spec.source.schema_evolution == "add_new_columns" and spec.layer != "bronze":
+        raise ConfigError(
+            f"table {spec.name!r}: schema_evolution='add_new_columns' adds columns to a bronze table; a "
+            f"{spec.layer} table's columns come from its transform (use 'rescue' or 'fail')"
+        )
+
+
+class Registry:
+    """An ordered, validated set of table specs."""
+
+    def __init__(self, specs: Iterable[TableSpec]):
+        self._specs: dict[str, TableSpec] = {}
+        written: set[str] = set()
+        for spec in specs:
+            for out in spec.outputs():
+                validate_table_name(out.name)
+                if out.name in written:
+                    raise ConfigError(f"table {out.name!r} is declared twice in the registry")
+                written.add(out.name)
+            if spec.layer not in LAYERS:
+                raise ConfigError(f"table {spec.name!r}: layer {spec.layer!r} is not one of {LAYERS}")
+            if not isinstance(spec.sink, Sink):
+                raise ConfigError(
+                    f"table {spec.name!r}: sink {type(spec.sink).__name__} is not a write strategy; subclass "
+                    "pipelines.spec.strategy.Sink (or use one of pipelines.write)"
+                )
+            spec.maintenance.validate(spec.name)
+            if isinstance(spec.source, FileSource):
+                _check_file_spec(spec)
+            if spec.output.name.split(".")[0] != spec.layer:
+                raise ConfigError(f"table {spec.name!r} must live in the {spec.layer!r} namespace")
+            for upstream in spec.upstreams:
+                if upstream not in self._specs:
+                    raise ConfigError(
+                        f"table {spec.name!r} reads {upstream!r}, which is not declared before it in the registry"
+                    )
+            check_spec_modes(spec)
+            self._specs[spec.name] = spec
+
+    def __iter__(self) -> Iterator[TableSpec]:
+        return iter(self._specs.values())
+
+    def __len__(self) -> int:
+        return len(self._specs)
+
+    def get(self, name: str) -> TableSpec:
+        """The spec for `name`, or a ConfigError listing the tables that exist."""
+        validate_table_name(name)
+        try:
+            return self._specs[name]
+        except KeyError:
+            raise ConfigError(f"no table {name!r} in the registry; known tables: {', '.join(self._specs)}") from None
+
+    def downstream_of(self, name: str) -> list[TableSpec]:
+        """Specs that stream from `name` (as main or secondary stream; static reads are not streams)."""
+        return [
+            s
+            for s in self._specs.values()
+            if s.upstream == name or any(isinstance(x, TableSource) and x.table == name for x in s.secondary_sources)
+        ]
+
+    def downstream_closure(self, tables: Iterable[str]) -> list[TableSpec]:
+        """The specs of `tables` and every spec that reads them directly or indirectly, in registry order."""
+        names = {self.get(table).name for table in tables}
+        chain = []
+        for spec in self._specs.values():
+            if spec.name in names or names.intersection(spec.upstreams):
+                names.add(spec.name)
+                chain.append(spec)
+        return chain

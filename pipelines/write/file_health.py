@@ -1,0 +1,206 @@
+"""Per-file health of landed data: every landed file is counted, named, and rejected whole when mostly corrupt.
+
+Each micro-batch of a file source is checked before anything of it is written, with one aggregation over the
+batch (grouped by file): rows read, corrupt rows, rows with rescued data, and fields the schema does not
+declare. Files of the batch that yielded no rows are named as empty or header-only. A file with at least
+`FileSource.reject_file_ratio` corrupt rows, or a CSV file whose header lacks a declared column, is rejected:
+its rows are stamped with the reason in `_file_rejected` (bronze keeps every landed line; silver quarantines
+them as `file_rejected`), and a table that reads the files directly does not receive them. One row per file
+goes to the spec's `<table>_files` table in the same batch, so the health of every file is recorded exactly
+once, and a blocking asset check fails while a rejected file is not acknowledged (`tributary files ack`).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+from infra.errors import PipelineError
+from infra.paths import local_path
+from pipelines.io.checkpoints import seen_files
+from pipelines.io.landing_parse import (
+    CORRUPT_COLUMN,
+    REJECTED_COLUMN,
+    RESCUED_COLUMN,
+    CsvHeaders,
+    file_name,
+    rescued_value,
+    unknown_fields,
+    without_rescued,
+)
+from pipelines.spec.tables import FileSource, TableSpec, files_output
+from pipelines.write.sinks import BatchContext
+
+ACKNOWLEDGED = "acknowledged"
+PROBLEM_STATUSES = ("rejected", "empty", "header_only")
+_IDENTIFIER = re.compile(r"^[a-z_][a-z0-9_]*$")
+
+
+class LandedDuringStart(PipelineError):
+    """A CSV file landed after the run read the headers; the query is restarted to read its header too."""
+
+
+@dataclass
+class FileHealth:
+    """What one landed file held, and whether it was accepted."""
+
+    file: str
+    status: str  # ok | rejected | empty | header_only
+    rows: int = 0
+    corrupt_rows: int = 0
+    rescued_rows: int = 0
+    reason: str | None = None
+    new_fields: list[str] = field(default_factory=list)
+
+    def describe(self, table: str) -> str:
+        """One line naming the file, what is wrong with it and what to do."""
+        if self.status == "rejected":
+            return (
+                f"{table}: landing file {self.file} was rejected: {self.reason}; land a fixed copy under a new name, "
+                f"then acknowledge it with 'tributary files ack {table} {Path(self.file).name}'"
+            )
+        what = "is empty" if self.status == "empty" else "has a header but no rows"
+        return f"{table}: landing file {self.file} {what} (nothing to load from it)"
+
+
+def batch_files(ctx: BatchContext) -> list[str]:
+    """The canonical paths of the files Spark planned into this micro-batch (from the checkpoint's source log)."""
+    return sorted(e.path for e in seen_files(ctx.checkpoint).values() if e.batch_id == ctx.batch_id)
+
+
+def check_layouts(ctx: BatchContext, headers: CsvHeaders) -> None:
+    """Refuse a batch holding a CSV file whose header the run has not read (it landed while the run started)."""
+    for path in batch_files(ctx):
+        name = Path(path).name
+        if name not in headers.by_file and name not in headers.problems and Path(path).stat().st_size > 0:
+            raise LandedDuringStart(f"table {ctx.table}: landing file {path} landed while the run was starting")
+
+
+def file_stats(batch: DataFrame, source: FileSource) -> DataFrame:
+    """Per landed file of a batch: rows, corrupt rows, rows with rescued data, undeclared field names."""
+    return batch.groupBy(F.col("_source_file")).agg(
+        F.count(F.lit(1)).alias("rows"),
+        F.count(CORRUPT_COLUMN).alias("corrupt"),
+        F.count(RESCUED_COLUMN).alias("rescued"),
+        F.array_distinct(F.flatten(F.collect_set(unknown_fields(source.schema)))).alias("new_fields"),
+    )
+
+
+def assess(ctx: BatchContext, batch: DataFrame, spec: TableSpec, headers: CsvHeaders | None) -> list[FileHealth]:
+    """The health of every file of the batch (one aggregation over the batch, grouped by file)."""
+    source = spec.source
+    assert isinstance(source, FileSource)
+    stats = file_stats(batch, source).collect()
+    problems = headers.problems if headers else {}
+    found: dict[str, FileHealth] = {}
+    for row in stats:
+        path = str(local_path(row["_source_file"]) or row["_source_file"])
+        health = FileHealth(path, "ok", row["rows"], row["corrupt"], row["rescued"], None, sorted(row["new_fields"]))
+        problem = problems.get(Path(path).name)
+        ratio = health.corrupt_rows / health.rows
+        if problem:
+            health.status, health.reason = "rejected", problem
+        elif ratio >= source.reject_file_ratio:
+            health.status = "rejected"
+            health.reason = (
+                f"{health.corrupt_rows} of {health.rows} rows are corrupt ({ratio:.0%}; reject_file_ratio "
+                f"{source.reject_file_ratio:g})"
+            )
+        found[Path(path).name] = health
+    out = list(found.values())
+    for path in batch_files(ctx):
+        if Path(path).name not in found:
+            header_only = headers is not None and Path(path).name in headers.by_file
+            out.append(FileHealth(path, "header_only" if header_only else "empty"))
+    return sorted(out, key=lambda h: h.file)
+
+
+def check_evolution(ctx: BatchContext, spec: TableSpec, health: list[FileHealth]) -> None:
+    """In `fail` mode, stop before writing when a file holds a field the schema does not declare."""
+    source = spec.source
+    assert isinstance(source, FileSource)
+    if source.schema_evolution != "fail":
+        return
+    for item in health:
+        if item.new_fields and item.status != "rejected":
+            raise PipelineError(
+                f"table {ctx.table}: landing file {item.file} has field(s) {', '.join(item.new_fields)} that the "
+                "schema does not declare (schema_evolution='fail'); declare them in the FileSource schema, or use "
+                f"schema_evolution='rescue' or 'add_new_columns' (nothing of batch {ctx.batch_id} was written)"
+            )
+
+
+def add_new_columns(ctx: BatchContext, spec: TableSpec, rows: DataFrame, health: list[FileHealth]) -> DataFrame:
+    """`add_new_columns`: add new fields as nullable string columns of the table, fill them, trim the rescue."""
+    source = spec.source
+    assert isinstance(source, FileSource)
+    if source.schema_evolution != "add_new_columns":
+        return rows
+    new = sorted({f for h in health if h.status != "rejected" for f in h.new_fields if _IDENTIFIER.match(f)})
+    have = set(ctx.fmt.columns(ctx.spark, ctx.table))
+    missing = [f for f in new if f not in have]
+    if missing:
+        ctx.fmt.add_string_columns(ctx.spark, ctx.table, missing)
+        have.update(missing)
+    added = sorted(have - set(rows.columns) - set(spec.output.schema.names))
+    if not added:
+        return rows
+    filled = rows.select("*", *[rescued_value(name).alias(name) for name in added])
+    return filled.withColumn(RESCUED_COLUMN, without_rescued(added))
+
+
+def stamp(rows: DataFrame, health: list[FileHealth]) -> DataFrame:
+    """Add `_file_rejected`: the reason for rows of a rejected file, NULL otherwise."""
+    rejected = {Path(h.file).name: h.reason for h in health if h.status == "rejected"}
+    if not rejected:
+        return rows.withColumn(REJECTED_COLUMN, F.lit(None).cast("string"))
+    reasons: Column = F.create_map(*[F.lit(x) for item in rejected.items() for x in item])
+    return rows.withColumn(REJECTED_COLUMN, reasons[file_name(F.col("_source_file"))])
+
+
+def record(ctx: BatchContext, spec: TableSpec, health: list[FileHealth]) -> None:
+    """Append the batch's file health to `<table>_files` (once per batch, like every append) and count it."""
+    if not health or spec.files_table is None:
+        return
+    replayed = ctx.already_committed(spec.files_table)
+    data = [
+        (h.file, h.status, h.reason, h.rows, h.corrupt_rows, h.rescued_rows, h.new_fields, None, ctx.batch_id)
+        for h in health
+    ]
+    # One data file per batch: the health table stays small and needs no compaction.
+    frame = ctx.spark.createDataFrame(data, files_output(spec.files_table).schema).coalesce(1)
+    ctx.append(frame.withColumn("recorded_at", F.current_timestamp()), spec.files_table)
+    if replayed:
+        return  # counted by the batch's first attempt
+    ctx.files.extend(health)
+    ctx.metrics["files_read"] += len(health)
+    ctx.metrics["rows_rescued"] += sum(h.rescued_rows for h in health)
+    ctx.metrics["rows_corrupt"] += sum(h.corrupt_rows for h in health)
+    for status in PROBLEM_STATUSES:
+        ctx.metrics[f"files_{status}"] += sum(1 for h in health if h.status == status)
+
+
+def write_landed(ctx: BatchContext, df: DataFrame, spec: TableSpec, headers: CsvHeaders | None) -> None:
+    """Check one micro-batch of landed rows file by file, record their health, then write it through the sink.
+
+    Nothing is written when the batch fails a check. Bronze keeps the rows of a rejected file (stamped); a
+    table that reads landed files directly does not receive them.
+    """
+    if headers is not None:
+        check_layouts(ctx, headers)
+    batch = df.persist()
+    try:
+        health = assess(ctx, batch, spec, headers)
+        check_evolution(ctx, spec, health)
+        rows = stamp(batch.drop("_layout"), health)
+        if spec.layer != "bronze":
+            rows = rows.filter(F.col(REJECTED_COLUMN).isNull())
+        rows = add_new_columns(ctx, spec, rows, health)
+        record(ctx, spec, health)
+        spec.sink.write(ctx, spec.transform(rows))
+    finally:
+        batch.unpersist()

@@ -1,0 +1,240 @@
+"""How each micro-batch reaches its tables, idempotently.
+
+Spark re-executes the last planned batch after a crash. Appends are tagged with (writer, batch id) in the
+Iceberg snapshot summary and skipped when that pair is already committed; recompute-and-merge sinks are
+idempotent by construction. Together with the checkpoint this gives exactly-once tables.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import ClassVar
+
+from pyspark.sql import DataFrame, SparkSession, Window
+from pyspark.sql import functions as F
+
+from infra.errors import ConfigError, PipelineError
+from pipelines.io.formats import TableFormat
+from pipelines.spec.rules import REASONS_COLUMN, WARNINGS_COLUMN, Rule, rule_failure_counts
+from pipelines.spec.strategy import Reprocess, Sink
+
+_COLUMN = re.compile(r"^[a-z_][a-z0-9_]*$")
+# The quarantine column that identifies a rejected row: the record as it landed.
+QUARANTINE_IDENTITY = "raw_record"
+
+
+@dataclass
+class BatchContext:
+    """What a sink needs to write one micro-batch; `metrics` accumulates over the run."""
+
+    spark: SparkSession
+    fmt: TableFormat
+    table: str
+    checkpoint: Path
+    batch_id: int
+    metrics: Counter[str] = field(default_factory=Counter)
+    # Health of the landed files this run wrote (pipelines.write.file_health.FileHealth), shared across batches.
+    files: list = field(default_factory=list)
+    _committed: dict[str, set[int]] = field(default_factory=dict)
+
+    @property
+    def writer(self) -> str:
+        """The streaming query id, stable across restarts of the same checkpoint."""
+        return json.loads((self.checkpoint / "metadata").read_text())["id"]
+
+    def already_committed(self, table: str) -> bool:
+        """Whether this batch was already committed to `table` by this writer (a replay after a crash)."""
+        if table not in self._committed:
+            self._committed[table] = self.fmt.committed_batches(self.spark, table, self.writer)
+        return self.batch_id in self._committed[table]
+
+    def append(self, df: DataFrame, table: str) -> int:
+        """Append once per (writer, batch); return rows added (0 for a replayed batch)."""
+        if self.already_committed(table):
+            self.metrics["replayed_batches_skipped"] += 1
+            run_without_output(df)
+            return 0
+        added = self.fmt.append(df, table, self.writer, self.batch_id)
+        self._committed[table].add(self.batch_id)
+        self.metrics[f"rows_written:{table}"] += added
+        return added
+
+
+def run_without_output(df: DataFrame) -> None:
+    """Execute a replayed batch whose rows are already committed, discarding them.
+
+    A stateful query (windows, joins, deduplication, pandas state) updates its state store and event-time
+    watermark only when the batch's plan runs: skipping the plan would leave the replayed batch's state and
+    watermark unwritten, and windows that batch closes would never be emitted.
+    """
+    df.write.format("noop").mode("overwrite").save()
+
+
+def merge_into(df: DataFrame, target: str, clauses: str, view: str) -> None:
+    """`MERGE INTO target t USING df s <clauses>`, through a temp view in the session that owns `df`.
+
+    `target` is catalog-qualified; `view` must be unique per table and batch.
+    """
+    df.createOrReplaceTempView(view)
+    try:
+        df.sparkSession.sql(f"MERGE INTO {target} t USING {view} s {clauses}")
+    finally:
+        df.sparkSession.catalog.dropTempView(view)
+
+
+def view_name(ctx: BatchContext, table: str) -> str:
+    """A temp view name unique to one table and micro-batch."""
+    return f"_tributary_{table.replace('.', '_')}_{ctx.batch_id}"
+
+
+@dataclass(frozen=True)
+class AppendSink(Sink):
+    """Append every row; optionally stamp the batch id into a column."""
+
+    reprocess_by: ClassVar[Reprocess | None] = "reread_files"
+
+    batch_id_column: str | None = None
+
+    def write(self, ctx: BatchContext, df: DataFrame) -> None:
+        """Append the batch to the spec's table."""
+        if self.batch_id_column:
+            df = df.withColumn(self.batch_id_column, F.lit(ctx.batch_id).cast("long"))
+        ctx.append(df, ctx.table)
+
+
+def _check_columns(names: tuple[str, ...]) -> None:
+    for name in names:
+        if not _COLUMN.match(name):
+            raise ConfigError(f"column name {name!r} is not a valid identifier")
+
+
+@dataclass(frozen=True)
+class ValidateDedupeSink(Sink):
+    """Split a batch by row rules into valid rows and a quarantine table; deduplicate valid rows by key.
+
+    A duplicate shares its key and event time with the original, so the check against rows already in
+    the table reads only the event-time range of the batch (partition-pruned), with no state to expire.
+    """
+
+    reprocess_by: ClassVar[Reprocess | None] = "revalidate"
+    quarantines: ClassVar[bool] = True
+
+    quarantine_table: str
+    keys: tuple[str, ...]
+    time_column: str
+    columns: tuple[str, ...]
+    quarantine_columns: tuple[str, ...]
+    rules: tuple[Rule, ...]
+    order_by: tuple[str, ...] = ("_source_file",)
+
+    def __post_init__(self) -> None:
+        _check_columns((*self.keys, self.time_column, *self.order_by))
+
+    def write(self, ctx: BatchContext, df: DataFrame) -> None:
+        """Quarantine, fail, or deduplicate and append each row of the batch."""
+        batch = df.withColumn("_batch_id", F.lit(ctx.batch_id).cast("long")).persist()
+        try:
+            self._write(ctx, batch)
+        finally:
+            batch.unpersist()
+
+    def _write(self, ctx: BatchContext, batch: DataFrame) -> None:
+        is_valid = F.size(REASONS_COLUMN) == 0
+        stats = batch.agg(
+            F.count(F.lit(1)).alias("rows"),
+            F.sum((~is_valid).cast("long")).alias("invalid"),
+            F.sum((is_valid & (F.size(WARNINGS_COLUMN) > 0)).cast("long")).alias("warned"),
+            # As microseconds: a timestamp far from today (year 1) cannot become a Python datetime everywhere.
+            F.min(F.when(is_valid, F.unix_micros(self.time_column))).alias("lo"),
+            F.max(F.when(is_valid, F.unix_micros(self.time_column))).alias("hi"),
+            *rule_failure_counts(self.rules),
+        ).collect()[0]
+        if stats["rows"] == 0:
+            return
+        ctx.metrics["rows_in"] += stats["rows"]
+        for rule in self.rules:
+            failed = stats[f"rule:{rule.name}"] or 0
+            ctx.metrics[f"rule_failures:{rule.name}"] += failed
+            if rule.action == "fail" and failed:
+                example = batch.filter(F.array_contains(REASONS_COLUMN, rule.name)).limit(1).collect()[0]
+                raise PipelineError(
+                    f"table {ctx.table}: rule {rule.name!r} ({rule.description or rule.expr}) failed for "
+                    f"{failed} row(s); e.g. in file {example['_source_file']}: "
+                    f"{ {c: example[c] for c in self.columns if c in example} }"
+                )
+        invalid = stats["invalid"] or 0
+        if invalid:
+            replayed = ctx.already_committed(self.quarantine_table)
+            added = ctx.append(self._new_quarantine(ctx, batch.filter(~is_valid)), self.quarantine_table)
+            if not replayed:
+                ctx.metrics["rows_quarantined"] += added
+                ctx.metrics["duplicates_dropped"] += invalid - added
+        valid_rows = stats["rows"] - invalid
+        if valid_rows == 0:
+            return
+        ctx.metrics["rows_with_warnings"] += stats["warned"] or 0
+        if ctx.already_committed(ctx.table):
+            ctx.metrics["replayed_batches_skipped"] += 1
+            return
+        order = Window.partitionBy(*self.keys).orderBy(*self.order_by)
+        first = batch.filter(is_valid).withColumn("_n", F.row_number().over(order)).filter("_n = 1")
+        existing = (
+            ctx.spark.table(ctx.fmt.qualified(ctx.table))
+            .filter(F.unix_micros(self.time_column).between(stats["lo"], stats["hi"]))
+            .select(*self.keys)
+        )
+        new = first.join(existing, list(self.keys), "left_anti").select(*self.columns)
+        added = ctx.append(new, ctx.table)
+        ctx.metrics["duplicates_dropped"] += valid_rows - added
+
+    def _new_quarantine(self, ctx: BatchContext, invalid: DataFrame) -> DataFrame:
+        """Quarantine rows, without those whose original record is already quarantined (a file sent again).
+
+        The record as landed (`raw_record`) is the identity of a rejected row: an invalid row has no trusted key.
+        """
+        rows = invalid.withColumn("reasons", F.col(REASONS_COLUMN))
+        if QUARANTINE_IDENTITY not in self.quarantine_columns:
+            return rows.select(*self.quarantine_columns)
+        order = Window.partitionBy(QUARANTINE_IDENTITY).orderBy(*self.order_by)
+        first = rows.withColumn("_n", F.row_number().over(order)).filter("_n = 1").select(*self.quarantine_columns)
+        existing = ctx.spark.table(ctx.fmt.qualified(self.quarantine_table)).select(QUARANTINE_IDENTITY)
+        return first.join(existing, QUARANTINE_IDENTITY, "left_anti").select(*self.quarantine_columns)
+
+
+@dataclass(frozen=True)
+class RecomputeMergeSink(Sink):
+    """Recompute the target rows for the keys a batch touches, then MERGE them in (idempotent on replay).
+
+    `affected` maps the batch to the distinct partition keys it touches; `recompute` builds the complete
+    target rows for those keys from the upstream table.
+    """
+
+    recomputes_by_key: ClassVar[bool] = True
+
+    keys: tuple[str, ...]
+    affected: Callable[[DataFrame], DataFrame]
+    recompute: Callable[[SparkSession, TableFormat, list[dict]], DataFrame]
+
+    def __post_init__(self) -> None:
+        _check_columns(self.keys)
+
+    def write(self, ctx: BatchContext, df: DataFrame) -> None:
+        """MERGE the recomputed rows for the touched keys into the target table."""
+        touched = [r.asDict() for r in self.affected(df).distinct().collect()]
+        if not touched:
+            return
+        rows = self.recompute(ctx.spark, ctx.fmt, touched).persist()
+        try:
+            n = rows.count()
+            on = " AND ".join(f"t.{k} = s.{k}" for k in self.keys)
+            clauses = f"ON {on} WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *"
+            merge_into(rows, ctx.fmt.qualified(ctx.table), clauses, view_name(ctx, ctx.table))
+        finally:
+            rows.unpersist()
+        ctx.metrics["keys_recomputed"] += len(touched)
+        ctx.metrics[f"rows_upserted:{ctx.table}"] += n

@@ -1,0 +1,125 @@
+"""Child process for crash tests: runs one table and SIGKILLs its whole process group (with the JVM) at a point.
+
+Usage: python -m tests.support.crash_child HOME CATALOG TABLE BATCH POINT
+
+BATCH counts micro-batches from the first one this run plans (0 = the first). POINT is where the kill happens:
+  before     before the batch writes any table
+  between    after the batch's first table commit (it writes more than one table); between-N after its N-th
+  after      after the batch's last table commit, before Spark commits the batch to the checkpoint
+  committed  after the run, with every batch committed to the checkpoint
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+from pyspark.sql import SparkSession
+from pyspark.sql.readwriter import DataFrameWriterV2
+
+from infra.settings import Settings
+from infra.spark import get_spark
+from pipelines.io.checkpoints import last_planned_batch
+from pipelines.run import runner
+from tests.support.crash_registry import crash_registry
+
+POINTS = ("before", "between", "after", "committed")
+_state = {"in_batch": False, "commits": 0, "kill_after_commits": 1}
+
+
+def _kill() -> None:
+    os.killpg(os.getpgid(0), signal.SIGKILL)
+
+
+def _counting(commit):
+    """Wrap a table-committing call: count it, and kill after the first commit of the target batch if asked."""
+
+    def wrapper(*args, **kwargs):
+        result = commit(*args, **kwargs)
+        if _state["in_batch"]:
+            _state["commits"] += 1
+            if _state.get("point") == "between" and _state["commits"] == _state["kill_after_commits"]:
+                _kill()
+        return result
+
+    return wrapper
+
+
+def _counting_sql(sql):
+    def wrapper(self, query, *args, **kwargs):
+        result = sql(self, query, *args, **kwargs)
+        if _state["in_batch"] and query.lstrip().upper().startswith("MERGE INTO"):
+            _state["commits"] += 1
+            if _state.get("point") == "between" and _state["commits"] == _state["kill_after_commits"]:
+                _kill()
+        return result
+
+    return wrapper
+
+
+def kill_in_child(settings: Settings, target: str, batch: int, point: str) -> None:
+    """Run `target` in a child process that must be SIGKILLed at (batch, point); fail the test if it is not."""
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "tests.support.crash_child",
+            str(settings.home),
+            settings.catalog_name,
+            target,
+            str(batch),
+            point,
+        ],
+        cwd=Path(__file__).resolve().parent.parent,
+        env={**os.environ, "TRIBUTARY_HOME": str(settings.home)},
+        start_new_session=True,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == -9, (
+        f"child was not killed at {point} of batch {batch}: rc={proc.returncode}\n" + (proc.stderr[-3000:])
+    )
+
+
+def main() -> None:
+    home, catalog, target, relative_batch, point = sys.argv[1:6]
+    point, _, commits = point.partition("-")
+    assert point in POINTS, point
+    _state["kill_after_commits"] = int(commits or 1)
+    settings = dataclasses.replace(Settings.from_env(home=home).with_home(Path(home)), catalog_name=catalog)
+    spec = crash_registry().get(target)
+    planned = last_planned_batch(settings.checkpoint_for(target))
+    kill_batch = (planned + 1 if planned is not None else 0) + int(relative_batch)
+    _state["point"] = point
+
+    DataFrameWriterV2.append = _counting(DataFrameWriterV2.append)
+    DataFrameWriterV2.overwrite = _counting(DataFrameWriterV2.overwrite)
+    SparkSession.sql = _counting_sql(SparkSession.sql)
+    write = runner.write_micro_batch
+
+    def killing_write(ctx, df, spec, headers=None) -> None:
+        if ctx.batch_id != kill_batch:
+            write(ctx, df, spec, headers)
+            return
+        if point == "before":
+            _kill()
+        _state.update(in_batch=True, commits=0)
+        write(ctx, df, spec, headers)
+        _state["in_batch"] = False
+        if point == "after":
+            _kill()
+
+    runner.write_micro_batch = killing_write
+    runner.run_table(get_spark(settings), settings, spec)
+    if point == "committed":
+        _kill()
+    sys.exit(3)  # reaching here means the kill point was never hit
+
+
+if __name__ == "__main__":
+    main()
