@@ -22,7 +22,7 @@ import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import pyarrow.parquet as pq
 from pyspark.sql import functions as F
@@ -57,8 +57,7 @@ class Pipeline:
     @property
     def sink(self) -> ValidateDedupeSink:
         """The validating sink (quarantine table, keys)."""
-        assert isinstance(self.silver.sink, ValidateDedupeSink)
-        return self.silver.sink
+        return cast(ValidateDedupeSink, self.silver.sink)
 
 
 def pipelines_of(registry: Registry) -> list[Pipeline]:
@@ -66,7 +65,7 @@ def pipelines_of(registry: Registry) -> list[Pipeline]:
     found = []
     for spec in registry:
         # A transform with secondary inputs cannot be re-applied to a static bronze frame alone.
-        if isinstance(spec.sink, ValidateDedupeSink) and spec.upstream is not None and not spec.upstreams[1:]:
+        if spec.sink.quarantines and spec.upstream is not None and not spec.upstreams[1:]:
             bronze = registry.get(spec.upstream)
             if isinstance(bronze.source, FileSource):
                 found.append(Pipeline(bronze, spec))
