@@ -30,7 +30,6 @@ from dagster import (
 from infra.settings import Settings
 from orchestration.assets import asset_key
 from orchestration.resources import SparkResource
-from pipelines.ops.reprocess import downstream_closure
 from pipelines.spec.registry import Registry
 from pipelines.spec.tables import FileSource
 
@@ -111,7 +110,7 @@ def new_files(
 def affected_assets(registry: Registry, datasets: set[str]) -> list[AssetKey]:
     """Every asset fed by the landing datasets, directly or downstream (all outputs of each spec)."""
     roots = [s.name for s in registry if isinstance(s.source, FileSource) and s.source.dataset in datasets]
-    return [asset_key(out.name) for spec in downstream_closure(registry, roots) for out in spec.outputs()]
+    return [asset_key(out.name) for spec in registry.downstream_closure(roots) for out in spec.outputs()]
 
 
 def build_landing_sensor(registry: Registry, job, settings: Settings) -> SensorDefinition:
