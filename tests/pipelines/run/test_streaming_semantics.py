@@ -23,6 +23,7 @@ from infra.settings import Settings
 from infra.spark import get_spark
 from pipelines.datasets.clickstream import tables as cs
 from pipelines.datasets.clickstream.sample_data import make_clickstream, write_json_lines, write_products_csv
+from pipelines.datasets.clickstream.transforms import attribute_clicks
 from pipelines.io.formats import table_format
 from pipelines.run.pipeline import run_pipeline
 from pipelines.run.runner import RunReport, run_table
@@ -377,7 +378,7 @@ def test_output_modes_the_query_or_sink_cannot_support_are_rejected_before_start
             _spec(
                 "gold.bad_join",
                 output=replace(cs.AD_CLICKS, name="gold.bad_join"),
-                transform=cs.attribute_clicks,
+                transform=attribute_clicks,
                 sink=UpsertSink(keys=("click_id",)),
                 output_mode="update",
                 watermark=cs.EVENT_WATERMARK,
