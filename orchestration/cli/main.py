@@ -66,7 +66,9 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
 def _infer(args: argparse.Namespace, settings: Settings) -> int:
     """Print the schema of the files landed for a dataset as code to paste into a spec."""
     from infra.spark import get_spark
-    from pipelines.ops.infer import choose_sample, dataset_folder, infer_schema, schema_code
+    from pipelines.ops.infer.code import schema_code
+    from pipelines.ops.infer.sample import choose_sample, dataset_folder
+    from pipelines.ops.infer.schema import infer_schema
 
     folder = dataset_folder(settings.landing, args.dataset)
     choose_sample(folder, args.format, args.sample_files)  # a missing, empty or mixed folder fails before Spark

@@ -29,7 +29,9 @@ from infra.errors import ConfigError
 from infra.settings import Settings
 from orchestration.cli.main import build_parser, main
 from pipelines.datasets import default_registry
-from pipelines.ops.infer import InferError, InferredSchema, infer_schema, schema_code, spread_sample
+from pipelines.ops.infer.code import schema_code
+from pipelines.ops.infer.sample import InferError, spread_sample
+from pipelines.ops.infer.schema import InferredSchema, infer_schema
 from pipelines.run.pipeline import select_specs, with_upstream
 
 

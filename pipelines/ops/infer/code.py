@@ -1,0 +1,75 @@
+"""`tributary infer`'s output: the inferred schema as Python code to paste into a spec, remarks as comments."""
+
+from __future__ import annotations
+
+import json
+import re
+
+from pyspark.sql.types import ArrayType, DataType, MapType, StructType
+
+from pipelines.ops.infer.schema import CORRUPT_COLUMN, InferredSchema
+from pipelines.ops.infer.type_code import field_code
+
+IDENTIFIER = re.compile(r"^[a-z_][a-z0-9_]*$")
+
+
+def suggest_name(name: str) -> str:
+    """A snake_case identifier (`^[a-z_][a-z0-9_]*$`) for a column name that is not one."""
+    snake = re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", name)
+    snake = re.sub(r"[^0-9A-Za-z]+", "_", snake).strip("_").lower() or "column"
+    return f"_{snake}" if snake[0].isdigit() else snake
+
+
+def _nested_renames(dt: DataType, prefix: str) -> list[str]:
+    if isinstance(dt, StructType):
+        found = []
+        for f in dt.fields:
+            if not IDENTIFIER.match(f.name):
+                found.append(f"{prefix}.{f.name} -> {suggest_name(f.name)}")
+            found.extend(_nested_renames(f.dataType, f"{prefix}.{f.name}"))
+        return found
+    if isinstance(dt, ArrayType):
+        return _nested_renames(dt.elementType, prefix)
+    if isinstance(dt, MapType):
+        return _nested_renames(dt.valueType, prefix)
+    return []
+
+
+def schema_code(inferred: InferredSchema) -> str:
+    """The inferred schema as Python code to paste into a spec, with remarks as comments.
+
+    Column names that are not identifiers get a `# rename:` suggestion (rename them in the transform: the
+    reader needs the names as landed); corrupt records in the sample are counted in a comment.
+    """
+    used: set[str] = {"StructType", "StructField"}
+    lines = []
+    for f in inferred.schema.fields:
+        remarks = []
+        if not IDENTIFIER.match(f.name):
+            remarks.append(f"rename: {suggest_name(f.name)}")
+        nested = _nested_renames(f.dataType, f.name)
+        if nested:
+            remarks.append(f"rename nested: {', '.join(nested)}")
+        if f.name in inferred.notes:
+            remarks.append(inferred.notes[f.name])
+        comment = f"  # {'; '.join(remarks)}" if remarks else ""
+        lines.append(f"    {field_code(f, used)},{comment}")
+    sampled = len(inferred.files_sampled)
+    if inferred.format == "parquet":
+        what = f"schema merged from the footers of {sampled} of {inferred.files_total} files"
+    else:
+        unit = "lines" if inferred.format == "json" else "rows"
+        what = f"{inferred.rows_sampled} {unit} sampled from {sampled} of {inferred.files_total} files"
+    head = [f"# tributary infer {inferred.dataset}: {what} in {inferred.folder} ({inferred.format})"]
+    if inferred.corrupt_rows:
+        if inferred.format == "json":
+            bad = "lines were not valid JSON records"
+        else:
+            bad = "rows were not valid CSV for this schema"
+        head.append(
+            f"# {inferred.corrupt_rows} of {inferred.rows_sampled} sampled {bad}; "
+            f"Tributary keeps such records in {CORRUPT_COLUMN}"
+        )
+    imports = f"from pyspark.sql.types import {', '.join(sorted(used))}"
+    source = f"# FileSource({json.dumps(inferred.dataset)}, {json.dumps(inferred.format)}, SCHEMA)"
+    return "\n".join([*head, imports, "", "SCHEMA = StructType([", *lines, "])", source])

@@ -1,0 +1,45 @@
+"""A `pyspark.sql.types` type or field as the Python code that builds it, for `tributary infer`'s output."""
+
+from __future__ import annotations
+
+import json
+
+from pyspark.sql.types import (
+    ArrayType,
+    CharType,
+    DataType,
+    DayTimeIntervalType,
+    DecimalType,
+    MapType,
+    StructField,
+    StructType,
+    VarcharType,
+    YearMonthIntervalType,
+)
+
+
+def type_code(dt: DataType, used: set[str]) -> str:
+    """Python code that builds `dt`; the `pyspark.sql.types` names it needs are added to `used`."""
+    name = type(dt).__name__
+    used.add(name)
+    if isinstance(dt, StructType):
+        return f"StructType([{', '.join(field_code(f, used) for f in dt.fields)}])"
+    if isinstance(dt, ArrayType):
+        return f"ArrayType({type_code(dt.elementType, used)}{'' if dt.containsNull else ', False'})"
+    if isinstance(dt, MapType):
+        key, value = type_code(dt.keyType, used), type_code(dt.valueType, used)
+        return f"MapType({key}, {value}{'' if dt.valueContainsNull else ', False'})"
+    if isinstance(dt, DecimalType):
+        return f"DecimalType({dt.precision}, {dt.scale})"
+    if isinstance(dt, CharType | VarcharType):
+        return f"{name}({dt.length})"
+    if isinstance(dt, DayTimeIntervalType | YearMonthIntervalType):
+        return f"{name}({dt.startField}, {dt.endField})"
+    return f"{name}()"
+
+
+def field_code(f: StructField, used: set[str]) -> str:
+    """Python code that builds the field `f`; the type names it needs are added to `used`."""
+    used.add("StructField")
+    nullable = "" if f.nullable else ", False"
+    return f"StructField({json.dumps(f.name)}, {type_code(f.dataType, used)}{nullable})"
