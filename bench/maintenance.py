@@ -11,7 +11,8 @@ from pyspark.sql.types import DecimalType, LongType, StringType, StructField, St
 from infra.settings import Settings
 from infra.spark import get_spark
 from pipelines.io.formats import table_format
-from pipelines.ops.maintenance import rewrite_data_files, rewrite_manifests, table_shape
+from pipelines.ops.maintenance.compaction import rewrite_data_files, rewrite_manifests
+from pipelines.ops.maintenance.shape import table_shape
 from pipelines.spec.tables import MaintenancePolicy, OutputTable
 
 TABLE = "bench.maintenance_small_files"

@@ -30,13 +30,9 @@ from pydantic import Field
 from orchestration.assets import KINDS, asset_key
 from orchestration.resources import SparkResource
 from pipelines.datasets import default_registry
-from pipelines.ops.maintenance import (
-    COMPACTION_OPERATIONS,
-    OPERATIONS,
-    MaintenanceReport,
-    maintained_tables,
-    run_maintenance,
-)
+from pipelines.ops.maintenance.policies import maintained_tables
+from pipelines.ops.maintenance.procedures import COMPACTION_OPERATIONS, OPERATIONS
+from pipelines.ops.maintenance.runner import MaintenanceReport, run_maintenance
 from pipelines.ops.table_health import compaction_reason, file_health
 from pipelines.spec.registry import Registry
 from pipelines.spec.tables import MaintenancePolicy

@@ -33,19 +33,18 @@ from pipelines.datasets import default_registry
 from pipelines.datasets.ecommerce.sample_data import generate
 from pipelines.io.checkpoints import consumer_positions
 from pipelines.io.formats import table_format
-from pipelines.ops import maintenance
-from pipelines.ops.maintenance import (
+from pipelines.ops.maintenance import procedures
+from pipelines.ops.maintenance.cleanup import expire_snapshots, remove_orphan_files
+from pipelines.ops.maintenance.compaction import rewrite_data_files
+from pipelines.ops.maintenance.delta import delta_maintenance_sql
+from pipelines.ops.maintenance.procedures import (
     COMPACTION_OPERATIONS,
     EXPIRE_SNAPSHOTS,
     REMOVE_ORPHAN_FILES,
     REWRITE_DATA_FILES,
-    delta_maintenance_sql,
-    expire_snapshots,
-    remove_orphan_files,
-    rewrite_data_files,
-    run_maintenance,
-    table_location,
 )
+from pipelines.ops.maintenance.runner import run_maintenance
+from pipelines.ops.maintenance.shape import table_location
 from pipelines.ops.table_health import compaction_reason, file_health
 from pipelines.run.runner import run_table
 from pipelines.spec.registry import Registry
@@ -269,15 +268,15 @@ def test_downstream_stream_resumes_after_maintenance_and_unsafe_expiry_is_refuse
 
 
 def test_commit_conflicts_are_retried_then_reported(spark, monkeypatch):
-    monkeypatch.setattr(maintenance, "_RETRY_WAIT_SECONDS", 0.0)
+    monkeypatch.setattr(procedures, "_RETRY_WAIT_SECONDS", 0.0)
     conflict = "SELECT raise_error('org.apache.iceberg.exceptions.CommitFailedException: simulated race')"
     with pytest.raises(
         PipelineError, match=r"table bronze.events: rewrite_data_files conflicted with concurrent commits 3"
     ):
-        maintenance._call(spark, BRONZE, REWRITE_DATA_FILES, conflict)
+        procedures.call_procedure(spark, BRONZE, REWRITE_DATA_FILES, conflict)
     with pytest.raises(PipelineError, match=r"table bronze.events: rewrite_manifests failed: .*no conflict here"):
-        maintenance._call(spark, BRONZE, "rewrite_manifests", "SELECT raise_error('no conflict here')")
-    rows, attempts = maintenance._call(spark, BRONZE, "rewrite_manifests", "SELECT 1 AS one")
+        procedures.call_procedure(spark, BRONZE, "rewrite_manifests", "SELECT raise_error('no conflict here')")
+    rows, attempts = procedures.call_procedure(spark, BRONZE, "rewrite_manifests", "SELECT 1 AS one")
     assert rows[0].one == 1 and attempts == 1
 
 
