@@ -7,7 +7,12 @@ from dagster import AssetSelection, Definitions, define_asset_job, in_process_ex
 from infra.settings import Settings
 from orchestration.assets import build_table_assets
 from orchestration.checks import build_asset_checks
-from orchestration.maintenance import build_maintenance_assets, compaction_sensor, maintenance_job, maintenance_schedule
+from orchestration.maintenance import (
+    build_compaction_sensor,
+    build_maintenance_assets,
+    maintenance_job,
+    maintenance_schedule,
+)
 from orchestration.reprocess import build_full_refresh_job, build_reprocess_job
 from orchestration.resources import SparkResource
 from orchestration.schedules import build_pipeline_schedule
@@ -34,7 +39,7 @@ def build_definitions() -> Definitions:
         jobs=[pipeline_job, maintenance_job, build_reprocess_job(registry), build_full_refresh_job(registry)],
         schedules=[maintenance_schedule, build_pipeline_schedule(pipeline_job, settings)],
         sensors=[
-            compaction_sensor,
+            build_compaction_sensor(registry),
             build_landing_sensor(registry, pipeline_job, settings),
             build_run_failure_sensor(settings),
         ],

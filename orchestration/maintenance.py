@@ -29,7 +29,6 @@ from pydantic import Field
 
 from orchestration.assets import KINDS, asset_key
 from orchestration.resources import SparkResource
-from pipelines.datasets import default_registry
 from pipelines.ops.maintenance.policies import maintained_tables
 from pipelines.ops.maintenance.procedures import COMPACTION_OPERATIONS, OPERATIONS
 from pipelines.ops.maintenance.runner import MaintenanceReport, run_maintenance
@@ -153,6 +152,3 @@ def build_compaction_sensor(registry: Registry, name: str = "compaction_sensor")
         )
 
     return _sensor
-
-
-compaction_sensor = build_compaction_sensor(default_registry())

@@ -23,7 +23,6 @@ from orchestration.maintenance import (
     MAINTENANCE_JOB,
     build_compaction_sensor,
     build_maintenance_assets,
-    compaction_sensor,
     maintenance_job,
     maintenance_key,
     maintenance_schedule,
@@ -370,7 +369,7 @@ def test_dagster_maintenance_asset_schedule_and_sensor(spark, fresh_settings, mo
     shipped = Definitions(
         assets=build_maintenance_assets(full),
         schedules=[maintenance_schedule],
-        sensors=[compaction_sensor],
+        sensors=[build_compaction_sensor(full)],
         resources={"spark": SparkResource()},
     )
     keys = shipped.resolve_asset_graph().get_all_asset_keys()
