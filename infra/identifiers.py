@@ -1,4 +1,4 @@
-"""Validation of table identifiers before they reach SQL."""
+"""Validation of table and column identifiers before they reach SQL."""
 
 from __future__ import annotations
 
@@ -7,6 +7,21 @@ import re
 from infra.errors import ConfigError
 
 _PART = re.compile(r"^[a-z][a-z0-9_]*$")
+# A column name that may be written into SQL unquoted: what every spec, rule and sink column must match.
+COLUMN_PATTERN = r"[a-z_][a-z0-9_]*"
+_COLUMN = re.compile(rf"^{COLUMN_PATTERN}$")
+
+
+def is_column_name(name: str) -> bool:
+    """Whether `name` is a plain lower-case column identifier."""
+    return isinstance(name, str) and bool(_COLUMN.match(name))
+
+
+def check_column_names(names: tuple[str, ...] | list[str]) -> None:
+    """Raise ConfigError naming the first name that is not a plain column identifier."""
+    for name in names:
+        if not is_column_name(name):
+            raise ConfigError(f"column name {name!r} is not a valid identifier")
 
 
 def validate_table_name(name: str) -> tuple[str, str]:

@@ -31,7 +31,8 @@ from infra.errors import TributaryError
 from infra.settings import Settings
 from orchestration.partitions import daily_partition_column, daily_partitions, partition_days
 from orchestration.resources import SparkResource
-from pipelines.ops.reprocess import RangeReport, backfill_days, changed_days
+from pipelines.ops.backfill import backfill_days
+from pipelines.ops.ranges import RangeReport, changed_days
 from pipelines.run.runner import RunReport, run_table
 from pipelines.run.summary import FILE_PROBLEMS_KEY, table_notes, table_numbers
 from pipelines.spec.registry import Registry

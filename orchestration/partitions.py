@@ -13,14 +13,13 @@ from pyspark.sql.types import DateType
 
 from infra.errors import ConfigError
 from infra.settings import Settings
-from pipelines.ops.reprocess import day_column
+from pipelines.ops.ranges import day_column
 from pipelines.spec.tables import TableSpec
-from pipelines.write.sinks import RecomputeMergeSink
 
 
 def daily_partition_column(spec: TableSpec) -> str | None:
     """The date column a spec's table is partitioned by when its asset should have daily partitions, else None."""
-    if not isinstance(spec.sink, RecomputeMergeSink):
+    if not spec.sink.recomputes_by_key:
         return None
     try:
         column = day_column(spec.output)

@@ -21,7 +21,8 @@ from pydantic import Field
 from infra.errors import ConfigError, TributaryError
 from orchestration.assets import RETRY_POLICY, TABLE_POOL, asset_key, no_retry_failure, range_metadata, report_metadata
 from orchestration.resources import SparkResource
-from pipelines.ops.reprocess import check_confirmation, full_refresh, reprocess
+from pipelines.ops.full_refresh import check_confirmation, full_refresh
+from pipelines.ops.reprocess import reprocess
 from pipelines.spec.registry import Registry
 
 REPROCESS_JOB = "tributary_reprocess"

@@ -11,6 +11,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from infra.errors import ConfigError
+from infra.identifiers import is_column_name
 
 Action = Literal["warn", "quarantine", "fail"]
 ACTIONS: tuple[Action, ...] = ("warn", "quarantine", "fail")
@@ -52,6 +53,11 @@ def apply_rules(df: DataFrame, rules: tuple[Rule, ...]) -> DataFrame:
     return df.withColumn(REASONS_COLUMN, _failed_names(blocking)).withColumn(WARNINGS_COLUMN, _failed_names(warnings))
 
 
+def passes_rules() -> Column:
+    """TRUE for a row that no quarantine or fail rule rejected (its `_reasons` is empty)."""
+    return F.size(REASONS_COLUMN) == 0
+
+
 def rule_failure_counts(rules: tuple[Rule, ...]) -> list[Column]:
     """Aggregate expressions counting the rows failing each rule, aliased `rule:<name>`."""
     out = []
@@ -62,7 +68,6 @@ def rule_failure_counts(rules: tuple[Rule, ...]) -> list[Column]:
 
 
 _INTERVAL = re.compile(r"^[1-9][0-9]* (second|minute|hour|day)s?$")
-_COLUMN = re.compile(r"^[a-z_][a-z0-9_]*$")
 
 
 def time_range_condition(column: str, earliest: str, max_future: str, reference: str) -> str:
@@ -71,7 +76,7 @@ def time_range_condition(column: str, earliest: str, max_future: str, reference:
     `reference` is a column or `current_timestamp()`; all arguments are validated, never user text pasted into SQL.
     """
     for name in (column, *([] if reference == "current_timestamp()" else [reference])):
-        if not _COLUMN.match(name):
+        if not is_column_name(name):
             raise ConfigError(f"event-time range: {name!r} is not a column name")
     try:
         date.fromisoformat(earliest)

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
 from infra.errors import ConfigError
+from infra.identifiers import COLUMN_PATTERN
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -22,7 +23,7 @@ SchemaEvolution = Literal["rescue", "add_new_columns", "fail"]
 SCHEMA_EVOLUTION_MODES: tuple[SchemaEvolution, ...] = ("rescue", "add_new_columns", "fail")
 FILES_SUFFIX = "_files"
 LAYERS: tuple[Layer, ...] = ("bronze", "silver", "gold")
-_SORT_ITEM = re.compile(r"^[a-z_][a-z0-9_]*( (asc|desc))?( nulls (first|last))?$", re.IGNORECASE)
+_SORT_ITEM = re.compile(rf"^{COLUMN_PATTERN}( (asc|desc))?( nulls (first|last))?$", re.IGNORECASE)
 
 
 @dataclass(frozen=True)

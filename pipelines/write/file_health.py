@@ -12,7 +12,6 @@ once, and a blocking asset check fails while a rejected file is not acknowledged
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -20,6 +19,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from infra.errors import PipelineError
+from infra.identifiers import is_column_name
 from infra.paths import local_path
 from pipelines.io.checkpoints import seen_files
 from pipelines.io.landing_parse import (
@@ -37,7 +37,6 @@ from pipelines.write.sinks import BatchContext
 
 ACKNOWLEDGED = "acknowledged"
 PROBLEM_STATUSES = ("rejected", "empty", "header_only")
-_IDENTIFIER = re.compile(r"^[a-z_][a-z0-9_]*$")
 
 
 class LandedDuringStart(PipelineError):
@@ -140,7 +139,7 @@ def add_new_columns(ctx: BatchContext, spec: TableSpec, rows: DataFrame, health:
     assert isinstance(source, FileSource)
     if source.schema_evolution != "add_new_columns":
         return rows
-    new = sorted({f for h in health if h.status != "rejected" for f in h.new_fields if _IDENTIFIER.match(f)})
+    new = sorted({f for h in health if h.status != "rejected" for f in h.new_fields if is_column_name(f)})
     have = set(ctx.fmt.columns(ctx.spark, ctx.table))
     missing = [f for f in new if f not in have]
     if missing:

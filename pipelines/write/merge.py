@@ -14,8 +14,9 @@ from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
 from infra.errors import ConfigError
+from infra.identifiers import check_column_names
 from pipelines.spec.strategy import Sink
-from pipelines.write.sinks import BatchContext, _check_columns, merge_into, view_name
+from pipelines.write.sinks import BatchContext, merge_into, view_name
 
 
 @dataclass(frozen=True)
@@ -33,7 +34,7 @@ class UpsertSink(Sink):
     def __post_init__(self) -> None:
         if not self.keys:
             raise ConfigError("UpsertSink needs at least one key column")
-        _check_columns((*self.keys, *([self.version_column] if self.version_column else [])))
+        check_column_names((*self.keys, *([self.version_column] if self.version_column else [])))
 
     def write(self, ctx: BatchContext, df: DataFrame) -> None:
         """Upsert the batch into the spec's table."""
@@ -94,7 +95,7 @@ class CdcSink(Sink):
     ops: tuple[str, ...] = ("I", "U", "D")
 
     def __post_init__(self) -> None:
-        _check_columns((self.key, self.sequence, self.op_column, self.time_column, *self.value_columns))
+        check_column_names((self.key, self.sequence, self.op_column, self.time_column, *self.value_columns))
 
     def write(self, ctx: BatchContext, df: DataFrame) -> None:
         """Recompute and MERGE the history (SCD2) and then the current rows (SCD1) of the touched keys."""

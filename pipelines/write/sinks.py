@@ -8,22 +8,21 @@ idempotent by construction. Together with the checkpoint this gives exactly-once
 from __future__ import annotations
 
 import json
-import re
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar
 
-from pyspark.sql import DataFrame, SparkSession, Window
+from pyspark.sql import DataFrame, Row, SparkSession, Window
 from pyspark.sql import functions as F
 
-from infra.errors import ConfigError, PipelineError
+from infra.errors import PipelineError
+from infra.identifiers import check_column_names
 from pipelines.io.formats import TableFormat
-from pipelines.spec.rules import REASONS_COLUMN, WARNINGS_COLUMN, Rule, rule_failure_counts
+from pipelines.spec.rules import REASONS_COLUMN, WARNINGS_COLUMN, Rule, passes_rules, rule_failure_counts
 from pipelines.spec.strategy import Reprocess, Sink
 
-_COLUMN = re.compile(r"^[a-z_][a-z0-9_]*$")
 # The quarantine column that identifies a rejected row: the record as it landed.
 QUARANTINE_IDENTITY = "raw_record"
 
@@ -107,12 +106,6 @@ class AppendSink(Sink):
         ctx.append(df, ctx.table)
 
 
-def _check_columns(names: tuple[str, ...]) -> None:
-    for name in names:
-        if not _COLUMN.match(name):
-            raise ConfigError(f"column name {name!r} is not a valid identifier")
-
-
 @dataclass(frozen=True)
 class ValidateDedupeSink(Sink):
     """Split a batch by row rules into valid rows and a quarantine table; deduplicate valid rows by key.
@@ -133,7 +126,7 @@ class ValidateDedupeSink(Sink):
     order_by: tuple[str, ...] = ("_source_file",)
 
     def __post_init__(self) -> None:
-        _check_columns((*self.keys, self.time_column, *self.order_by))
+        check_column_names((*self.keys, self.time_column, *self.order_by, *self.quarantine_columns))
 
     def write(self, ctx: BatchContext, df: DataFrame) -> None:
         """Quarantine, fail, or deduplicate and append each row of the batch."""
@@ -143,9 +136,11 @@ class ValidateDedupeSink(Sink):
         finally:
             batch.unpersist()
 
-    def _write(self, ctx: BatchContext, batch: DataFrame) -> None:
-        is_valid = F.size(REASONS_COLUMN) == 0
-        stats = batch.agg(
+    def stats(self, rows: DataFrame) -> Row:
+        """Counts of `rows`: all, invalid, valid with warnings, each rule's failures (`rule:<name>`), and the
+        valid rows' event-time range as microseconds (`lo`, `hi`)."""
+        is_valid = passes_rules()
+        return rows.agg(
             F.count(F.lit(1)).alias("rows"),
             F.sum((~is_valid).cast("long")).alias("invalid"),
             F.sum((is_valid & (F.size(WARNINGS_COLUMN) > 0)).cast("long")).alias("warned"),
@@ -154,23 +149,44 @@ class ValidateDedupeSink(Sink):
             F.max(F.when(is_valid, F.unix_micros(self.time_column))).alias("hi"),
             *rule_failure_counts(self.rules),
         ).collect()[0]
+
+    def failed_fail_rule(self, stats: Row) -> tuple[Rule, int] | None:
+        """The first rule with action `fail` that some row failed, with its failure count."""
+        for rule in self.rules:
+            failed = stats[f"rule:{rule.name}"] or 0
+            if rule.action == "fail" and failed:
+                return rule, failed
+        return None
+
+    def first_per_key(self, rows: DataFrame) -> DataFrame:
+        """The valid rows of `rows`, one per key: the first by `order_by` (later ones are duplicates)."""
+        order = Window.partitionBy(*self.keys).orderBy(*self.order_by)
+        return rows.filter(passes_rules()).withColumn("_n", F.row_number().over(order)).filter("_n = 1")
+
+    def quarantine_rows(self, rows: DataFrame) -> DataFrame:
+        """The invalid rows of `rows` as quarantine rows (with their `reasons`)."""
+        return rows.filter(~passes_rules()).withColumn("reasons", F.col(REASONS_COLUMN))
+
+    def _write(self, ctx: BatchContext, batch: DataFrame) -> None:
+        stats = self.stats(batch)
         if stats["rows"] == 0:
             return
         ctx.metrics["rows_in"] += stats["rows"]
         for rule in self.rules:
-            failed = stats[f"rule:{rule.name}"] or 0
-            ctx.metrics[f"rule_failures:{rule.name}"] += failed
-            if rule.action == "fail" and failed:
-                example = batch.filter(F.array_contains(REASONS_COLUMN, rule.name)).limit(1).collect()[0]
-                raise PipelineError(
-                    f"table {ctx.table}: rule {rule.name!r} ({rule.description or rule.expr}) failed for "
-                    f"{failed} row(s); e.g. in file {example['_source_file']}: "
-                    f"{ {c: example[c] for c in self.columns if c in example} }"
-                )
+            ctx.metrics[f"rule_failures:{rule.name}"] += stats[f"rule:{rule.name}"] or 0
+        failing = self.failed_fail_rule(stats)
+        if failing:
+            rule, failed = failing
+            example = batch.filter(F.array_contains(REASONS_COLUMN, rule.name)).limit(1).collect()[0]
+            raise PipelineError(
+                f"table {ctx.table}: rule {rule.name!r} ({rule.description or rule.expr}) failed for "
+                f"{failed} row(s); e.g. in file {example['_source_file']}: "
+                f"{ {c: example[c] for c in self.columns if c in example} }"
+            )
         invalid = stats["invalid"] or 0
         if invalid:
             replayed = ctx.already_committed(self.quarantine_table)
-            added = ctx.append(self._new_quarantine(ctx, batch.filter(~is_valid)), self.quarantine_table)
+            added = ctx.append(self._new_quarantine(ctx, batch), self.quarantine_table)
             if not replayed:
                 ctx.metrics["rows_quarantined"] += added
                 ctx.metrics["duplicates_dropped"] += invalid - added
@@ -181,23 +197,21 @@ class ValidateDedupeSink(Sink):
         if ctx.already_committed(ctx.table):
             ctx.metrics["replayed_batches_skipped"] += 1
             return
-        order = Window.partitionBy(*self.keys).orderBy(*self.order_by)
-        first = batch.filter(is_valid).withColumn("_n", F.row_number().over(order)).filter("_n = 1")
         existing = (
             ctx.spark.table(ctx.fmt.qualified(ctx.table))
             .filter(F.unix_micros(self.time_column).between(stats["lo"], stats["hi"]))
             .select(*self.keys)
         )
-        new = first.join(existing, list(self.keys), "left_anti").select(*self.columns)
+        new = self.first_per_key(batch).join(existing, list(self.keys), "left_anti").select(*self.columns)
         added = ctx.append(new, ctx.table)
         ctx.metrics["duplicates_dropped"] += valid_rows - added
 
-    def _new_quarantine(self, ctx: BatchContext, invalid: DataFrame) -> DataFrame:
+    def _new_quarantine(self, ctx: BatchContext, batch: DataFrame) -> DataFrame:
         """Quarantine rows, without those whose original record is already quarantined (a file sent again).
 
         The record as landed (`raw_record`) is the identity of a rejected row: an invalid row has no trusted key.
         """
-        rows = invalid.withColumn("reasons", F.col(REASONS_COLUMN))
+        rows = self.quarantine_rows(batch)
         if QUARANTINE_IDENTITY not in self.quarantine_columns:
             return rows.select(*self.quarantine_columns)
         order = Window.partitionBy(QUARANTINE_IDENTITY).orderBy(*self.order_by)
@@ -221,7 +235,7 @@ class RecomputeMergeSink(Sink):
     recompute: Callable[[SparkSession, TableFormat, list[dict]], DataFrame]
 
     def __post_init__(self) -> None:
-        _check_columns(self.keys)
+        check_column_names(self.keys)
 
     def write(self, ctx: BatchContext, df: DataFrame) -> None:
         """MERGE the recomputed rows for the touched keys into the target table."""

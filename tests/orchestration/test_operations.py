@@ -51,7 +51,9 @@ from orchestration.sensors import (
 from pipelines.datasets import default_registry
 from pipelines.datasets.ecommerce.sample_data import generate
 from pipelines.io.formats import table_format
-from pipelines.ops.reprocess import backfill_days, full_refresh, reprocess
+from pipelines.ops.backfill import backfill_days
+from pipelines.ops.full_refresh import full_refresh
+from pipelines.ops.reprocess import reprocess
 from pipelines.run.pipeline import run_pipeline
 from tests.support.devserver import QUICK_ENV, DagsterDev, free_port, wait_for
 from tests.support.helpers import rows_of, table
