@@ -15,8 +15,7 @@ from orchestration.resources import SparkResource
 from pipelines.datasets.clickstream.sample_data import generate_clickstream
 from pipelines.datasets.ecommerce.sample_data import generate
 from tests.support.helpers import ALL_TABLES, table
-
-REPO = Path(__file__).resolve().parent.parent
+from tests.support.repo import REPO
 
 
 def test_definitions_validate(tmp_path):

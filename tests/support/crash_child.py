@@ -26,6 +26,7 @@ from infra.spark import get_spark
 from pipelines.io.checkpoints import last_planned_batch
 from pipelines.run import runner
 from tests.support.crash_registry import crash_registry
+from tests.support.repo import REPO
 
 POINTS = ("before", "between", "after", "committed")
 _state = {"in_batch": False, "commits": 0, "kill_after_commits": 1}
@@ -74,7 +75,7 @@ def kill_in_child(settings: Settings, target: str, batch: int, point: str) -> No
             str(batch),
             point,
         ],
-        cwd=Path(__file__).resolve().parent.parent,
+        cwd=REPO,
         env={**os.environ, "TRIBUTARY_HOME": str(settings.home)},
         start_new_session=True,
         capture_output=True,

@@ -24,8 +24,8 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from infra.errors import SetupError
+from tests.support.repo import REPO
 
-REPO = Path(__file__).resolve().parent.parent
 DAGSTER_YAML = REPO / "infra" / "dagster.yaml"
 REPOSITORY = "__repository__"
 TERMINAL_RUN_STATUSES = {"SUCCESS", "FAILURE", "CANCELED"}

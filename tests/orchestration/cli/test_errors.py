@@ -20,6 +20,7 @@ from infra.settings import Settings
 from pipelines.datasets import default_registry
 from pipelines.datasets.ecommerce.sample_data import generate
 from pipelines.run.pipeline import run_pipeline
+from tests.support.repo import REPO
 
 TRIBUTARY = str(Path(sys.executable).parent / "tributary")
 
@@ -251,7 +252,7 @@ def test_local_spark_listens_on_loopback_only(tmp_path):
         stderr=subprocess.DEVNULL,
         text=True,
         env=env,
-        cwd=Path(__file__).resolve().parents[1],
+        cwd=REPO,
     )
     try:
         line = child.stdout.readline()

@@ -30,8 +30,8 @@ from pipelines.spec.tables import TableSource
 from tests.support.crash_child import kill_in_child
 from tests.support.crash_registry import crash_registry
 from tests.support.helpers import table
+from tests.support.repo import REPO
 
-REPO = Path(__file__).resolve().parent.parent
 TRIBUTARY = str(Path(sys.executable).parent / "tributary")
 
 
