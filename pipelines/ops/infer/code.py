@@ -7,10 +7,10 @@ import re
 
 from pyspark.sql.types import ArrayType, DataType, MapType, StructType
 
-from pipelines.ops.infer.schema import CORRUPT_COLUMN, InferredSchema
+from infra.identifiers import is_column_name
+from pipelines.io.landing_parse import CORRUPT_COLUMN
+from pipelines.ops.infer.schema import InferredSchema
 from pipelines.ops.infer.type_code import field_code
-
-IDENTIFIER = re.compile(r"^[a-z_][a-z0-9_]*$")
 
 
 def suggest_name(name: str) -> str:
@@ -24,7 +24,7 @@ def _nested_renames(dt: DataType, prefix: str) -> list[str]:
     if isinstance(dt, StructType):
         found = []
         for f in dt.fields:
-            if not IDENTIFIER.match(f.name):
+            if not is_column_name(f.name):
                 found.append(f"{prefix}.{f.name} -> {suggest_name(f.name)}")
             found.extend(_nested_renames(f.dataType, f"{prefix}.{f.name}"))
         return found
@@ -45,7 +45,7 @@ def schema_code(inferred: InferredSchema) -> str:
     lines = []
     for f in inferred.schema.fields:
         remarks = []
-        if not IDENTIFIER.match(f.name):
+        if not is_column_name(f.name):
             remarks.append(f"rename: {suggest_name(f.name)}")
         nested = _nested_renames(f.dataType, f.name)
         if nested:

@@ -38,6 +38,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructField, StructType
 
+from pipelines.io.landing_parse import CORRUPT_COLUMN
 from pipelines.ops.infer.sample import (
     DEFAULT_SAMPLE_FILES,
     DEFAULT_SAMPLE_ROWS,
@@ -48,8 +49,6 @@ from pipelines.ops.infer.sample import (
 )
 from pipelines.ops.infer.values import csv_cells, header_names, parse_json_line, record_order, refine_field, reorder
 from pipelines.spec.tables import FileSource
-
-CORRUPT_COLUMN = "_corrupt_record"
 
 
 @dataclass
