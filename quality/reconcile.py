@@ -30,7 +30,7 @@ from pyspark.sql import functions as F
 from infra.errors import ConfigError
 from infra.paths import canonical, open_landed
 from infra.settings import Settings
-from pipelines.io.checkpoints import restart_position, seen_files
+from pipelines.io.checkpoints import committed_files, restart_position
 from pipelines.io.formats import table_format
 from pipelines.io.sources import landed_files
 from pipelines.spec.expectations import Expectation
@@ -84,15 +84,6 @@ def _lines(path: Path, source: FileSource) -> int:
     with open_landed(path) as fh:
         count = sum(1 for line in fh if line.strip())
     return max(count - 1, 0) if source.format == "csv" else count
-
-
-def committed_files(checkpoint: Path) -> set[str]:
-    """Files a file-source stream has read in committed batches, from its checkpoint's source log."""
-    commits = [int(p.name) for p in (checkpoint / "commits").glob("*") if p.name.isdigit()]
-    if not commits:
-        return set()
-    last = max(commits)
-    return {name for name, entry in seen_files(checkpoint).items() if entry.batch_id <= last}
 
 
 def _as_of(spark: SparkSession, settings: Settings, table: str, snapshot: int | None) -> DataFrame:

@@ -1,4 +1,7 @@
-"""Where downstream streams stand: the upstream snapshot each consumer's checkpoint restarts from.
+"""Reading Spark streaming checkpoints: planned and committed batches, watermarks, seen files, restart positions.
+
+Every read of a checkpoint's logs lives here. Each entry of `offsets/` and `commits/` is a version line, a
+metadata JSON line (watermark, batch time) and, in `offsets/`, one offset line per source.
 
 Spark writes `offsets/<n>` before it runs batch n and `commits/<n>` after the batch is written. On restart,
 a committed last batch means the next batch starts at the end offset of `offsets/<n>`; an uncommitted one is
@@ -63,6 +66,11 @@ def last_planned_batch(checkpoint: Path) -> int | None:
     return max(batch_files(checkpoint / "offsets"), default=None)
 
 
+def last_committed_batch(checkpoint: Path) -> int | None:
+    """The id of the last batch the query at `checkpoint` committed (`commits/<n>`), if any."""
+    return max(batch_files(checkpoint / "commits"), default=None)
+
+
 def pending_batch(checkpoint: Path) -> int | None:
     """The id of a batch that was planned (`offsets/<n>`) but never committed (`commits/<n>`), if any.
 
@@ -73,6 +81,28 @@ def pending_batch(checkpoint: Path) -> int | None:
         return None
     last = max(offsets)
     return None if last in batch_files(checkpoint / "commits") else last
+
+
+def batch_metadata(entry: Path) -> dict:
+    """The metadata of one offsets or commits entry: the JSON on its second line (after the version line)."""
+    lines = entry.read_text().splitlines()
+    return json.loads(lines[1]) if len(lines) > 1 and lines[1].strip() else {}
+
+
+def committed_watermark_ms(checkpoint: Path) -> int:
+    """The event-time watermark (ms) the query at `checkpoint` uses for its next batch; 0 before any batch.
+
+    Spark records the watermark for the next batch in the commit log (`commits/<n>`: nextBatchWatermarkMs); a
+    planned but uncommitted batch is re-run with the watermark stored in its offsets entry (`offsets/<n>`).
+    """
+    offsets = batch_files(checkpoint / "offsets")
+    if not offsets:
+        return 0
+    last = max(offsets)
+    commits = batch_files(checkpoint / "commits")
+    if last in commits:
+        return int(batch_metadata(commits[last]).get("nextBatchWatermarkMs", 0))
+    return int(batch_metadata(offsets[last]).get("batchWatermarkMs", 0))
 
 
 @dataclass(frozen=True)
@@ -103,6 +133,14 @@ def seen_files(checkpoint: Path) -> dict[str, SeenFile]:
             name = canonical(entry["path"])
             out[name] = SeenFile(name, int(entry.get("timestamp", 0)), int(entry.get("batchId", 0)))
     return out
+
+
+def committed_files(checkpoint: Path) -> set[str]:
+    """Files the file source of the query at `checkpoint` has read in committed batches (canonical paths)."""
+    last = last_committed_batch(checkpoint)
+    if last is None:
+        return set()
+    return {name for name, entry in seen_files(checkpoint).items() if entry.batch_id <= last}
 
 
 def _snapshot_ids(text: str, path: Path) -> list[int]:

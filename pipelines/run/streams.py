@@ -13,15 +13,12 @@ counted (`rows_dropped_by_watermark`). See docs/streaming.md.
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StringType, StructField, StructType, TimestampType
 
 from infra.settings import Settings
-from pipelines.io.checkpoints import batch_files
+from pipelines.io.checkpoints import committed_watermark_ms
 from pipelines.io.formats import TableFormat
 from pipelines.io.sources import check_landing, read_table
 from pipelines.spec.rules import time_range_condition
@@ -71,27 +68,6 @@ LATE_SCHEMA = StructType(
 def late_output(name: str) -> OutputTable:
     """The table that receives a spec's late rows (one schema for every spec: the row is kept as JSON)."""
     return OutputTable(name, LATE_SCHEMA, partition_by=("days(watermark)",))
-
-
-def committed_watermark_ms(checkpoint: Path) -> int:
-    """The event-time watermark (ms) the query at `checkpoint` uses for its next batch; 0 before any batch.
-
-    Spark records the watermark for the next batch in the commit log (`commits/<n>`: nextBatchWatermarkMs); a
-    planned but uncommitted batch is re-run with the watermark stored in its offsets entry (`offsets/<n>`).
-    """
-    offsets = batch_files(checkpoint / "offsets")
-    if not offsets:
-        return 0
-    last = max(offsets)
-    commits = batch_files(checkpoint / "commits")
-    if last in commits:
-        return int(_metadata(commits[last]).get("nextBatchWatermarkMs", 0))
-    return int(_metadata(offsets[last]).get("batchWatermarkMs", 0))
-
-
-def _metadata(path: Path) -> dict:
-    lines = path.read_text().splitlines()
-    return json.loads(lines[1]) if len(lines) > 1 and lines[1].strip() else {}
 
 
 def needs_query_frame(spec: TableSpec) -> bool:

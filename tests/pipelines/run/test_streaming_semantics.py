@@ -24,10 +24,11 @@ from infra.spark import get_spark
 from pipelines.datasets.clickstream import tables as cs
 from pipelines.datasets.clickstream.sample_data import make_clickstream, write_json_lines, write_products_csv
 from pipelines.datasets.clickstream.transforms import attribute_clicks
+from pipelines.io.checkpoints import committed_watermark_ms
 from pipelines.io.formats import table_format
 from pipelines.run.pipeline import run_pipeline
 from pipelines.run.runner import RunReport, run_table
-from pipelines.run.streams import committed_watermark_ms, late_output
+from pipelines.run.streams import late_output
 from pipelines.run.summary import table_numbers
 from pipelines.spec.registry import Registry
 from pipelines.spec.tables import TableSource, TableSpec, Watermark
