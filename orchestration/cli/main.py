@@ -48,9 +48,10 @@ def _generate(args: argparse.Namespace, settings: Settings) -> int:
 
 def _run(args: argparse.Namespace, settings: Settings) -> int:
     from infra.spark import get_spark
+    from orchestration.cli.summary import format_numbers, report_lines
     from pipelines.datasets import default_registry
     from pipelines.run.pipeline import run_pipeline
-    from pipelines.run.summary import format_numbers, report_lines, report_numbers
+    from pipelines.run.summary import report_numbers
 
     registry = default_registry()
     tables = args.tables or None
@@ -87,9 +88,9 @@ def _positive_int(text: str) -> int:
 
 def _demo(args: argparse.Namespace, settings: Settings) -> int:
     """Generate the sample landing zone (once) and materialize every asset through Dagster."""
+    from orchestration.cli.summary import format_numbers, numbers_lines
     from orchestration.run import materialize_pipeline
     from pipelines.datasets.ecommerce.sample_data import generate
-    from pipelines.run.summary import format_numbers, numbers_lines
 
     settings.require_writable("landing")
     landed = settings.landing / "events"

@@ -1,21 +1,13 @@
-"""The numbers of a run, per table, and their aligned terminal summary."""
+"""The numbers and notes of a run, per table; their keys double as Dagster metadata names."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from typing import Any
 
 from pipelines.run.runner import RunReport
 from pipelines.spec.tables import FILES_SUFFIX
 
-COLUMNS = (
-    ("rows_in", "rows in"),
-    ("rows_written", "written"),
-    ("rows_quarantined", "quarant."),
-    ("duplicates_dropped", "dupes"),
-    ("seconds", "seconds"),
-    ("table_rows", "table rows"),
-)
 # Per-file health counts of a file-source run (written by pipelines.write.file_health.record), as metadata names.
 FILE_COUNTS = ("files_read", "files_rejected", "files_empty", "files_header_only", "rows_rescued", "rows_corrupt")
 # Metadata names of a run's words (as opposed to its numbers): why it had nothing to do, and its problem files.
@@ -73,41 +65,6 @@ def table_notes(report: RunReport, table: str) -> dict[str, str]:
     return notes
 
 
-def report_lines(reports: Iterable[RunReport]) -> list[str]:
-    """The notes and problem landed files of the runs, one line each (for the terminal, after the numbers)."""
-    lines = []
-    for report in reports:
-        if report.note:
-            lines.append(f"{report.table}: {report.note}")
-        lines.extend(report.file_problems())
-    return lines
-
-
-def numbers_lines(numbers: Mapping[str, Mapping[str, Any]]) -> list[str]:
-    """`report_lines` recovered from recorded metadata (`table_notes` keys), e.g. of a Dagster run."""
-    lines = []
-    for table, row in numbers.items():
-        if row.get(NOTE_KEY):
-            lines.append(f"{table}: {row[NOTE_KEY]}")
-        items = str(row.get(FILE_PROBLEMS_KEY) or "").splitlines()
-        lines.extend(item.removeprefix("- ") for item in items if item.strip())
-    return lines
-
-
 def report_numbers(reports: Iterable[RunReport]) -> dict[str, dict[str, Any]]:
     """`table_numbers` for every table of every report."""
     return {name: table_numbers(r, name) for r in reports for name in r.tables}
-
-
-def format_numbers(numbers: Mapping[str, Mapping[str, Any]]) -> str:
-    """An aligned table: one line per table."""
-    width = max([28, *(len(t) + 2 for t in numbers)])
-    header = f"{'table':<{width}}" + "".join(f"{title:>11}" for _, title in COLUMNS)
-    lines = [header, "-" * len(header)]
-    for table, row in numbers.items():
-        cells = []
-        for key, _ in COLUMNS:
-            value = row.get(key, "-")
-            cells.append(f"{value:>11.2f}" if isinstance(value, float) else f"{value!s:>11}")
-        lines.append(f"{table:<{width}}" + "".join(cells))
-    return "\n".join(lines)

@@ -14,12 +14,13 @@ from infra.settings import Settings
 from orchestration.assets import build_table_asset
 from orchestration.checks import LANDED_FILES, LANDED_FILES_WARN, build_landed_files_checks, landed_files_results
 from orchestration.cli.main import main
+from orchestration.cli.summary import numbers_lines, report_lines
 from orchestration.resources import SparkResource
 from pipelines import datasets
 from pipelines.io.landing_parse import LANDED_LINEAGE
 from pipelines.ops.file_review import FileReviewError, acknowledge, file_rows, unresolved
 from pipelines.run.runner import run_table
-from pipelines.run.summary import FILE_PROBLEMS_KEY, NOTE_KEY, numbers_lines, report_lines, table_notes, table_numbers
+from pipelines.run.summary import FILE_PROBLEMS_KEY, NOTE_KEY, table_notes, table_numbers
 from pipelines.spec.registry import Registry
 from pipelines.spec.tables import FileSource, OutputTable, TableSpec
 from pipelines.write.sinks import AppendSink
