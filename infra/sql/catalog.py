@@ -14,10 +14,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from urllib.parse import unquote, urlparse
 
 from infra.errors import ConfigError, TributaryError
 from infra.identifiers import validate_table_name
+from infra.paths import GZIP_MAGIC, local_path
 from infra.settings import Settings
 
 
@@ -165,9 +165,9 @@ def validate_as_of(as_of: str | None) -> str | None:
 
 
 def _local_path(location: str) -> Path:
-    parsed = urlparse(location)
-    if parsed.scheme in ("", "file"):
-        return Path(unquote(parsed.path))
+    path = local_path(location)
+    if path is not None:
+        return path
     raise ConfigError(
         f"table metadata {location} is not on the local file system: the local SQL command reads local "
         "warehouses only; use --engine spark"
@@ -235,7 +235,7 @@ class CatalogReader:
             raise unknown_table(key, list(locations))
         location = locations[key]
         raw = _local_path(location).read_bytes()
-        if raw[:2] == b"\x1f\x8b":  # write.metadata.compression-codec=gzip
+        if raw[:2] == GZIP_MAGIC:  # write.metadata.compression-codec=gzip
             raw = gzip.decompress(raw)
         return TableMetadata.parse(key, location, json.loads(raw))
 
