@@ -29,12 +29,12 @@ from dagster import (
 
 from infra.errors import TributaryError
 from infra.settings import Settings
+from orchestration.metadata import range_metadata, report_metadata
 from orchestration.partitions import daily_partition_column, daily_partitions, partition_days
 from orchestration.resources import SparkResource
 from pipelines.ops.backfill import backfill_days
-from pipelines.ops.ranges import RangeReport, changed_days
-from pipelines.run.runner import RunReport, run_table
-from pipelines.run.summary import FILE_PROBLEMS_KEY, table_notes, table_numbers
+from pipelines.ops.ranges import changed_days
+from pipelines.run.runner import run_table
 from pipelines.spec.registry import Registry
 from pipelines.spec.tables import TableSpec
 
@@ -49,27 +49,6 @@ RETRY_POLICY = RetryPolicy(max_retries=2, delay=10, backoff=Backoff.EXPONENTIAL)
 def asset_key(table: str) -> AssetKey:
     """`silver.events` → AssetKey(["silver", "events"])."""
     return AssetKey(table.split("."))
-
-
-def as_metadata(numbers: dict) -> dict[str, MetadataValue]:
-    """Numbers as Dagster metadata (ints and floats are plotted by the UI, anything else is text)."""
-    meta: dict[str, MetadataValue] = {}
-    for key, value in numbers.items():
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            meta[key] = MetadataValue.text(str(value))
-        elif isinstance(value, int):
-            meta[key] = MetadataValue.int(value)
-        else:
-            meta[key] = MetadataValue.float(value)
-    return meta
-
-
-def report_metadata(report: RunReport, table: str) -> dict[str, MetadataValue]:
-    """The run's numbers for one table as Dagster metadata, with its note and problem landed files (Markdown)."""
-    meta = as_metadata(table_numbers(report, table))
-    for key, text in table_notes(report, table).items():
-        meta[key] = MetadataValue.md(text) if key == FILE_PROBLEMS_KEY else MetadataValue.text(text)
-    return meta
 
 
 def no_retry_failure(exc: TributaryError) -> Failure:
@@ -134,11 +113,6 @@ def build_table_asset(spec: TableSpec, partitions: DailyPartitionsDefinition | N
             yield MaterializeResult(asset_key=asset_key(out.name), metadata=report_metadata(report, out.name))
 
     return _asset
-
-
-def range_metadata(report: RangeReport) -> dict[str, MetadataValue]:
-    """A backfill's or reprocess's numbers as Dagster metadata."""
-    return as_metadata(report.numbers())
 
 
 def _log_changed_days(

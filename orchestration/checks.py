@@ -30,6 +30,7 @@ from pyspark.sql import SparkSession
 
 from infra.settings import Settings
 from orchestration.assets import asset_key
+from orchestration.metadata import as_metadata
 from orchestration.resources import SparkResource
 from pipelines.ops.file_review import WARNING_STATUSES, file_rows, file_source_specs
 from pipelines.spec.expectations import GX_KINDS
@@ -55,35 +56,35 @@ def _slug(text: str) -> str:
 def check_metadata(result: CheckResult) -> dict[str, MetadataValue]:
     """What a person needs to act on a check result: counts, percentages, samples, versions, where to read more."""
     failed = result.failed
-    meta: dict[str, MetadataValue] = {
-        "expectations_evaluated": MetadataValue.int(len(result.outcomes)),
-        "expectations_failed": MetadataValue.int(len(failed)),
-        "failed": MetadataValue.text("; ".join(o.name for o in failed) or "none"),
-        "engine": MetadataValue.text(result.engine),
-        "seconds": MetadataValue.float(float(result.seconds)),
+    values: dict[str, object] = {
+        "expectations_evaluated": len(result.outcomes),
+        "expectations_failed": len(failed),
+        "failed": "; ".join(o.name for o in failed) or "none",
+        "engine": result.engine,
+        "seconds": float(result.seconds),
         "results": MetadataValue.md("\n".join(f"- {o.summary()}" for o in result.outcomes)),
     }
     if result.engine.startswith("great_expectations"):
-        meta["gx_version"] = MetadataValue.text(result.engine.split()[-1])
+        values["gx_version"] = result.engine.split()[-1]
     if result.rows_checked is not None:
-        meta["rows_checked"] = MetadataValue.int(int(result.rows_checked))
+        values["rows_checked"] = int(result.rows_checked)
     if result.snapshot_id is not None:
-        meta["snapshot_id"] = MetadataValue.text(result.snapshot_id)
+        values["snapshot_id"] = result.snapshot_id
     slugs: set[str] = set()
     for index, o in enumerate(result.outcomes):
         slug = _slug(o.name)
         slug = slug if slug not in slugs else f"{slug}_{index}"  # e.g. "amount >= 0" and "amount <= 0"
         slugs.add(slug)
         if o.unexpected_count is not None:
-            meta[f"unexpected_count_{slug}"] = MetadataValue.int(int(o.unexpected_count))
+            values[f"unexpected_count_{slug}"] = int(o.unexpected_count)
         if o.unexpected_percent is not None:
-            meta[f"unexpected_percent_{slug}"] = MetadataValue.float(float(o.unexpected_percent))
+            values[f"unexpected_percent_{slug}"] = float(o.unexpected_percent)
     samples = {o.name: o.samples for o in failed if o.samples}
     if samples:
-        meta["samples"] = MetadataValue.json(samples)
+        values["samples"] = MetadataValue.json(samples)
     if result.notes:
-        meta["notes"] = MetadataValue.text("\n".join(result.notes))
-    return meta
+        values["notes"] = "\n".join(result.notes)
+    return as_metadata(values)
 
 
 def _record(context: AssetCheckExecutionContext, spark: SparkResource, result: CheckResult) -> AssetCheckResult:
@@ -188,11 +189,9 @@ def landed_files_results(spark: SparkSession, settings: Settings, spec: TableSpe
     key = asset_key(spec.name)
     pending = [r for r in records if r.unresolved]
     acknowledged = [r for r in records if r.acknowledgement is not None]
-    rejected_meta: dict[str, MetadataValue] = {
-        "unresolved_files": MetadataValue.int(len(pending)),
-        "acknowledged_files": MetadataValue.int(len(acknowledged)),
-        "files_table": MetadataValue.text(str(spec.files_table)),
-    }
+    rejected_meta = as_metadata(
+        {"unresolved_files": len(pending), "acknowledged_files": len(acknowledged), "files_table": spec.files_table}
+    )
     if pending:
         rows = [
             f"| {_md_cell(r.name)} | {_md_cell(r.reason or '-')} | `{r.ack_command()}` |" for r in pending[:_MAX_NAMED]
@@ -211,10 +210,9 @@ def landed_files_results(spark: SparkSession, settings: Settings, spec: TableSpe
     else:
         description = f"no unresolved rejected landing files ({len(acknowledged)} acknowledged)"
     warned = [r for r in records if r.status in WARNING_STATUSES]
-    warn_meta: dict[str, MetadataValue] = {
-        f"files_{status}": MetadataValue.int(sum(1 for r in warned if r.status == status))
-        for status in WARNING_STATUSES
-    }
+    warn_meta = as_metadata(
+        {f"files_{status}": sum(1 for r in warned if r.status == status) for status in WARNING_STATUSES}
+    )
     if warned:
         newest = sorted(warned, key=lambda r: (r.recorded_at is not None, r.recorded_at), reverse=True)[:_MAX_NAMED]
         warn_meta["files"] = MetadataValue.md("\n".join(f"- {r.name}: {r.status.replace('_', '-')}" for r in newest))

@@ -19,7 +19,8 @@ from dagster import (
 from pydantic import Field
 
 from infra.errors import ConfigError, TributaryError
-from orchestration.assets import RETRY_POLICY, TABLE_POOL, asset_key, no_retry_failure, range_metadata, report_metadata
+from orchestration.assets import RETRY_POLICY, TABLE_POOL, asset_key, no_retry_failure
+from orchestration.metadata import range_metadata, report_metadata
 from orchestration.resources import SparkResource
 from pipelines.ops.full_refresh import check_confirmation, full_refresh
 from pipelines.ops.reprocess import reprocess
