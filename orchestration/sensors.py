@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import time
 import urllib.request
 from collections.abc import Mapping
@@ -30,6 +29,7 @@ from dagster import (
 from infra.settings import Settings
 from orchestration.assets import asset_key
 from orchestration.resources import SparkResource
+from pipelines.io.landing import landed_paths, landing_folder
 from pipelines.spec.registry import Registry
 from pipelines.spec.tables import FileSource
 
@@ -38,36 +38,26 @@ FAILURE_SENSOR = "tributary_run_failure_alert"
 TRIGGER_TAG = "tributary/trigger"
 ERROR_TAG = "tributary/error"
 FAILED_STEP_TAG = "tributary/failed_step"
-# Names a producer uses while a file is still being written; such files are never "complete".
-TEMP_SUFFIXES = (".tmp", ".temp", ".part", ".partial", ".inprogress", ".crdownload", ".swp", ".lock", "~")
 # How long names stay in the cursor after they arrive. A file counts as arrived when it was last written or renamed
 # (max of mtime and ctime); files older than the window are never new again, so the cursor stays small.
 MIN_MEMORY_SECONDS = 600
 
 
-def is_complete(name: str) -> bool:
-    """A landed file counts once renamed into place: hidden (`.x`, `_x`) and temporary names are ignored."""
-    return not name.startswith((".", "_")) and not name.endswith(TEMP_SUFFIXES)
-
-
 def scan_landing(settings: Settings, registry: Registry) -> dict[str, float]:
-    """Every complete file in the registry's landing folders, as `dataset/name` → arrival time (epoch seconds)."""
+    """Every landed file in the registry's landing folders, as `dataset/name` → arrival time (epoch seconds).
+
+    Landed files are the files the pipeline's stream reads (`pipelines.io.landing`), so every file that triggers
+    a run is read by it and every file it reads triggers one.
+    """
+    sources = {spec.source.dataset: spec.source for spec in registry if isinstance(spec.source, FileSource)}
     found: dict[str, float] = {}
-    for dataset in sorted({spec.source.dataset for spec in registry if isinstance(spec.source, FileSource)}):
-        folder = settings.landing / dataset
-        if not folder.is_dir():
-            continue
-        with os.scandir(folder) as entries:
-            for entry in entries:
-                if not is_complete(entry.name):
-                    continue
-                try:
-                    if not entry.is_file():
-                        continue
-                    stat = entry.stat()
-                except FileNotFoundError:  # removed or renamed between listing and stat
-                    continue
-                found[f"{dataset}/{entry.name}"] = max(stat.st_mtime, stat.st_ctime)
+    for dataset, source in sorted(sources.items()):
+        for path in landed_paths(landing_folder(settings, source)):
+            try:
+                stat = path.stat()
+            except FileNotFoundError:  # removed or renamed between listing and stat
+                continue
+            found[f"{dataset}/{path.name}"] = max(stat.st_mtime, stat.st_ctime)
     return found
 
 
@@ -124,8 +114,8 @@ def build_landing_sensor(registry: Registry, job, settings: Settings) -> SensorD
         minimum_interval_seconds=interval,
         default_status=DefaultSensorStatus.RUNNING,
         description=(
-            "Lists the landing folders every few seconds (no JVM) and launches the pipeline job when complete new "
-            "files (not hidden, not temporary) arrive; the same files never trigger twice."
+            "Lists the landing folders every few seconds (no JVM) and launches the pipeline job when new files "
+            "that the pipeline reads arrive (names not starting with '.' or '_'); the same files never trigger twice."
         ),
     )
     def _landing(context: SensorEvaluationContext, spark: SparkResource) -> RunRequest | SkipReason:

@@ -23,6 +23,7 @@ from infra.settings import Settings
 from pipelines.io import file_ledger
 from pipelines.io.checkpoints import pending_batch, seen_files
 from pipelines.io.formats import TableFormat
+from pipelines.io.landing import is_landed_name, landed_paths, landing_folder
 from pipelines.io.landing_parse import (
     CORRUPT_COLUMN,
     RESCUED_COLUMN,
@@ -37,18 +38,12 @@ from pipelines.spec.tables import FileSource, TableSource
 LINEAGE_COLUMNS = ("_source_file", "_ingested_at")
 
 
-def landing_folder(settings: Settings, source: FileSource) -> Path:
-    """The folder a file source reads."""
-    return settings.landing / source.dataset
-
-
 def check_landing(settings: Settings, source: FileSource, table: str) -> list[Path]:
     """The landed files (none when the folder does not exist yet); fail naming a file that cannot be read."""
     folder = landing_folder(settings, source)
     if not folder.is_dir():
         return []  # nothing has landed yet
-    files = sorted(p for p in folder.iterdir() if not p.name.startswith((".", "_")))
-    for path in files:
+    for path in sorted(p for p in folder.iterdir() if is_landed_name(p.name)):
         if path.is_symlink() and not path.exists():
             raise PipelineError(
                 f"table {table}: landing file {path} is a broken link (to {os.readlink(path)}); "
@@ -59,15 +54,12 @@ def check_landing(settings: Settings, source: FileSource, table: str) -> list[Pa
                 f"table {table}: landing file {path} is not readable (permission denied); fix its "
                 "permissions or move it out of the landing folder"
             )
-    return [p for p in files if p.is_file()]
+    return landed_paths(folder)
 
 
 def landed_files(settings: Settings, source: FileSource) -> dict[str, Path]:
-    """Complete landed files by canonical path (dot- and underscore-files are in flight or hidden, as for Spark)."""
-    folder = landing_folder(settings, source)
-    if not folder.is_dir():
-        return {}
-    return {canonical(str(p)): p for p in sorted(folder.iterdir()) if p.is_file() and not p.name.startswith((".", "_"))}
+    """The landed files (`pipelines.io.landing`) by canonical path."""
+    return {canonical(str(p)): p for p in landed_paths(landing_folder(settings, source))}
 
 
 def check_landed_files(settings: Settings, source: FileSource, table: str, checkpoint: Path) -> dict[str, Path]:
@@ -131,9 +123,7 @@ def check_all_read(table: str, landed: dict[str, Path], checkpoint: Path) -> Non
 
 def find_unreadable_file(settings: Settings, source: FileSource) -> tuple[Path, str] | None:
     """The first landed file that cannot be read to the end, with the reason (used to explain a failed run)."""
-    for path in sorted(landing_folder(settings, source).glob("*")):
-        if path.name.startswith((".", "_")) or not path.is_file():
-            continue
+    for path in landed_paths(landing_folder(settings, source)):
         try:
             if source.format == "parquet":
                 pq.read_metadata(path)

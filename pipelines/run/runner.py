@@ -14,6 +14,7 @@ from infra.errors import PipelineError, TributaryError, first_line
 from infra.settings import Settings
 from pipelines.io.checkpoints import pending_batch
 from pipelines.io.formats import TableFormat, TableStats, table_format
+from pipelines.io.landing import landing_folder
 from pipelines.io.landing_parse import CsvHeaders
 from pipelines.io.sources import (
     check_all_read,
@@ -21,7 +22,6 @@ from pipelines.io.sources import (
     csv_headers,
     find_unreadable_file,
     landed_files,
-    landing_folder,
     read_files,
     read_table,
 )

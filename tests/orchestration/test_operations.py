@@ -81,14 +81,15 @@ def test_landing_cursor_sees_each_complete_file_once(tmp_path):
     events = settings.landing / "events"
     _land(events / "a.json")
     _land(events / ".b.json.tmp")
-    _land(events / "c.json.part")
+    _land(events / "c.json.part")  # Spark reads it (no hidden prefix), so it is landed like any other file
+    _land(events / "d.json._COPYING_")
     _land(events / "_SUCCESS")
     (events / "folder").mkdir()
     scanned = scan_landing(settings, registry)
-    assert set(scanned) == {"events/a.json"}
+    assert set(scanned) == {"events/a.json", "events/c.json.part"}
 
     new, cursor = new_files(LandingCursor(), scanned, time.time(), 600)
-    assert new == ["events/a.json"]
+    assert new == ["events/a.json", "events/c.json.part"]
     cursor = LandingCursor.parse(cursor.dump())
 
     os.replace(events / ".b.json.tmp", events / "b.json")  # the producer renames its temp file into place
@@ -345,7 +346,7 @@ def test_landing_sensor_carries_new_files_to_gold_once(ops, landed):
         temp = path.with_name(f".{path.name}.tmp")
         temp.write_bytes(path.read_bytes())
         os.replace(temp, path)
-    _land(events / "late.json.part")
+    _land(events / "late.json._COPYING_")
     _land(events / ".hidden.json")
     wait_for(
         lambda: [t for t in ops.dev.sensor_ticks(LANDING_SENSOR) if t["timestamp"] > dropped_again + 1][1:],
