@@ -58,8 +58,8 @@ from pipelines.run.pipeline import run_pipeline
 from tests.support.devserver import QUICK_ENV, DagsterDev, free_port, wait_for
 from tests.support.helpers import rows_of, table
 from tests.support.reference import classify, load_landing
+from tests.support.repo import REPO
 
-REPO = Path(__file__).resolve().parent.parent
 ARTIFACTS = REPO / "test-artifacts"
 GOLD = "gold.daily_revenue"
 EVENT_TABLES = ("bronze.events", "silver.events", "silver.events_quarantine", GOLD, "gold.event_counts_5m")
