@@ -35,7 +35,7 @@ from pipelines.io.formats import table_format
 from pipelines.io.sources import landed_files
 from pipelines.spec.expectations import Expectation
 from pipelines.spec.registry import Registry
-from pipelines.spec.rules import REASONS_COLUMN
+from pipelines.spec.rules import passes_rules
 from pipelines.spec.tables import FileSource, TableSpec
 from pipelines.write.sinks import QUARANTINE_IDENTITY, ValidateDedupeSink
 from quality.gx_runner import require_table
@@ -146,7 +146,7 @@ def reconcile_pipeline(spark: SparkSession, settings: Settings, pipeline: Pipeli
     if position.snapshot_id is not None and not position.committed:
         notes.append(f"{silver.name}'s last batch is uncommitted; re-run it before trusting this reconciliation")
     seen = silver.transform(_as_of(spark, settings, pipeline.bronze.name, position.snapshot_id))
-    is_valid = F.size(REASONS_COLUMN) == 0
+    is_valid = passes_rules()
     # A quarantined record sent again (the same file under a new name) is a duplicate, like a valid one.
     identity = QUARANTINE_IDENTITY if QUARANTINE_IDENTITY in sink.quarantine_columns else None
     distinct_invalid = (
