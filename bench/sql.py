@@ -87,7 +87,7 @@ def bench_sql(settings: Settings, runs: int = 10) -> dict:
     """p50/p95 seconds of five gold queries via the local command (process start included) and the SQL server."""
     from pyhive import hive
 
-    from infra import sql_server
+    from infra.sql import server as sql_server
     from infra.sql.local import settings_env
 
     _ensure_demo_tables(settings)

@@ -237,7 +237,7 @@ def _history(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _sql_server(args: argparse.Namespace, settings: Settings) -> int:
-    from infra import sql_server
+    from infra.sql import server as sql_server
 
     if args.action == "start":
         info = sql_server.start(settings, port=args.port, read_only=not args.writable, timeout=args.timeout)

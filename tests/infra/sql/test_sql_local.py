@@ -22,9 +22,9 @@ from infra.sql.local import (
     UnknownTable,
     check_read_only,
     referenced_tables,
-    run_query,
     settings_env,
 )
+from infra.sql.query import run_query
 from infra.sql.spark_engine import check_spark_read_only, spark_query
 from orchestration.cli.main import main
 from orchestration.cli.sql import _completer, interactive
