@@ -11,6 +11,7 @@ from urllib.parse import unquote, urlparse
 
 # Spark decompresses landed files by their suffix; Python must read them the same way to count their lines.
 _OPENERS = {".gz": gzip.open, ".bz2": bz2.open}
+COMPRESSED_SUFFIXES = tuple(_OPENERS)
 GZIP_MAGIC = b"\x1f\x8b"
 
 

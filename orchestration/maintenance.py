@@ -28,6 +28,7 @@ from dagster import (
 from pydantic import Field
 
 from orchestration.assets import KINDS, asset_key
+from orchestration.metadata import as_metadata
 from orchestration.resources import SparkResource
 from pipelines.ops.maintenance.policies import maintained_tables
 from pipelines.ops.maintenance.procedures import COMPACTION_OPERATIONS, OPERATIONS
@@ -62,9 +63,7 @@ def maintenance_op_name(table: str) -> str:
 
 def maintenance_metadata(report: MaintenanceReport) -> dict[str, MetadataValue]:
     """The report's numbers as plottable metadata, plus the operations run and any notes."""
-    meta: dict[str, MetadataValue] = {"operations": MetadataValue.text(", ".join(report.operations))}
-    for key, value in report.numbers().items():
-        meta[key] = MetadataValue.int(value) if isinstance(value, int) else MetadataValue.float(float(value))
+    meta = as_metadata({"operations": ", ".join(report.operations), **report.numbers()})
     if report.notes:
         meta["notes"] = MetadataValue.text("\n".join(report.notes))
     if report.skipped:

@@ -83,6 +83,11 @@ def pending_batch(checkpoint: Path) -> int | None:
     return None if last in batch_files(checkpoint / "commits") else last
 
 
+def query_id(checkpoint: Path) -> str:
+    """The streaming query's id, written once in the checkpoint's `metadata` file and stable across restarts."""
+    return json.loads((checkpoint / "metadata").read_text())["id"]
+
+
 def batch_metadata(entry: Path) -> dict:
     """The metadata of one offsets or commits entry: the JSON on its second line (after the version line)."""
     lines = entry.read_text().splitlines()

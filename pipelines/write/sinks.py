@@ -7,7 +7,6 @@ idempotent by construction. Together with the checkpoint this gives exactly-once
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -19,6 +18,7 @@ from pyspark.sql import functions as F
 
 from infra.errors import PipelineError
 from infra.identifiers import check_column_names
+from pipelines.io.checkpoints import query_id
 from pipelines.io.formats import TableFormat
 from pipelines.spec.rules import REASONS_COLUMN, WARNINGS_COLUMN, Rule, passes_rules, rule_failure_counts
 from pipelines.spec.strategy import Reprocess, Sink
@@ -44,7 +44,7 @@ class BatchContext:
     @property
     def writer(self) -> str:
         """The streaming query id, stable across restarts of the same checkpoint."""
-        return json.loads((self.checkpoint / "metadata").read_text())["id"]
+        return query_id(self.checkpoint)
 
     def already_committed(self, table: str) -> bool:
         """Whether this batch was already committed to `table` by this writer (a replay after a crash)."""

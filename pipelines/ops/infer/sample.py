@@ -14,14 +14,14 @@ import re
 from pathlib import Path
 
 from infra.errors import TributaryError
-from infra.paths import misnamed_compression, open_landed
+from infra.paths import COMPRESSED_SUFFIXES, misnamed_compression, open_landed
+from pipelines.io.landing import landed_paths
 
 FORMATS = ("json", "csv", "parquet")
 DEFAULT_SAMPLE_FILES = 20
 DEFAULT_SAMPLE_ROWS = 10_000
 # Suffixes that name a format, and the compressions Spark (and `infra.paths.open_landed`) undo by suffix.
 _FORMAT_SUFFIXES = {".json": "json", ".jsonl": "json", ".ndjson": "json", ".csv": "csv", ".parquet": "parquet"}
-_COMPRESSED = (".gz", ".bz2")
 # Java's `\s` (the reader keeps lines matching `\S`): a line of these bytes only is blank.
 _BLANK = b" \t\n\x0b\x0c\r"
 _BOM = "\ufeff".encode()
@@ -49,10 +49,11 @@ def landed_files(folder: Path) -> list[Path]:
             f"landing folder {folder} does not exist; land the dataset's files there first "
             "(TRIBUTARY_LANDING sets the landing root) or check the dataset name"
         )
-    files = sorted(p for p in folder.iterdir() if not p.name.startswith((".", "_")) and p.is_file())
+    files = landed_paths(folder)
     if not files:
         raise InferError(
-            f"landing folder {folder} has no landed files (names starting with '.' or '_' are not landed yet); "
+            f"landing folder {folder} has no landed files (names starting with '.' or '_', or ending in "
+            "'._COPYING_', are not landed yet); "
             "land at least one file there first"
         )
     return files
@@ -61,7 +62,7 @@ def landed_files(folder: Path) -> list[Path]:
 def format_of(path: Path) -> str | None:
     """The format a landed file's name announces (`.json`, `.jsonl`, `.csv`, `.parquet`, maybe `.gz`), or None."""
     suffixes = [s.lower() for s in path.suffixes]
-    compressed = bool(suffixes) and suffixes[-1] in _COMPRESSED
+    compressed = bool(suffixes) and suffixes[-1] in COMPRESSED_SUFFIXES
     if compressed:
         suffixes = suffixes[:-1]
     fmt = _FORMAT_SUFFIXES.get(suffixes[-1]) if suffixes else None

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from pathlib import Path
-from urllib.parse import unquote, urlparse
 
 from pyspark.sql import SparkSession
 
 from infra.errors import PipelineError
+from infra.paths import local_path
 from infra.settings import Settings
 from pipelines.io.formats import table_format
 
@@ -38,11 +37,11 @@ def table_location(spark: SparkSession, settings: Settings, name: str) -> str:
 
 def bytes_on_disk(location: str) -> int | None:
     """Bytes of every file under a local table location (None for remote storage)."""
-    parsed = urlparse(location)
-    if parsed.scheme not in ("", "file"):
+    root = local_path(location)
+    if root is None:
         return None
     total = 0
-    for folder, _, files in os.walk(Path(unquote(parsed.path))):
+    for folder, _, files in os.walk(root):
         for file in files:
             try:
                 total += os.stat(os.path.join(folder, file)).st_size
