@@ -140,7 +140,7 @@ def _reprocess_validated(
             )
         report.extra["rows_read"] = stats["rows"]
         report.extra["rows_quarantined"] = stats["invalid"] or 0
-        unique = sink.first_per_key(batch).select(*sink.columns)
+        unique = sink.first_per_key(batch).select(*sink.output_columns)
         report.snapshot_id = replace_range(spark, fmt, spec.output, unique, condition, "reprocess")
         _replace_quarantined(fmt, sink, batch, sink.quarantine_rows(batch).select(*sink.quarantine_columns))
     finally:

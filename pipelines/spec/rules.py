@@ -103,3 +103,29 @@ def plausible_time(
         "quarantine",
         f"{column} is before {earliest} or more than {max_future} after {reference}",
     )
+
+
+def landed_rules(upstream: str) -> tuple[Rule, ...]:
+    """The rules every table refining landed rows applies first: a malformed line and a rejected file are
+    quarantined, a field the landing schema does not declare is a warning (it stays in `upstream._rescued_data`)."""
+    return (
+        Rule(
+            "well_formed",
+            "_corrupt_record IS NULL",
+            "quarantine",
+            "line is not valid JSON or a field has the wrong type",
+        ),
+        Rule(
+            "file_rejected",
+            "_file_rejected IS NULL",
+            "quarantine",
+            f"the landed file was rejected whole (see {upstream}_files)",
+        ),
+        Rule(
+            "no_rescued_data",
+            "_rescued_data IS NULL",
+            "warn",
+            "the landed record has fields the schema does not declare "
+            f"(kept in {upstream.split('.')[0]}._rescued_data)",
+        ),
+    )

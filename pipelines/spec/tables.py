@@ -93,11 +93,28 @@ class Watermark:
 
 @dataclass(frozen=True)
 class OutputTable:
-    """A table a spec's sink writes: its name, schema and Iceberg partition transforms."""
+    """A table a spec's sink writes: its name, schema and Iceberg partition transforms.
+
+    `declared` is the schema given by the author. `infer`, when set, derives the schema from the table's
+    transform (with Spark, on first use; `pipelines.authoring.schemas`) and checks it against `declared`.
+    """
 
     name: str
-    schema: StructType
+    declared: StructType | None = None
     partition_by: tuple[str, ...] = ()
+    infer: Callable[[], StructType] | None = field(default=None, compare=False, repr=False)
+    _resolved: list[StructType] = field(default_factory=list, init=False, compare=False, repr=False)
+
+    @property
+    def schema(self) -> StructType:
+        """The table's schema: inferred (and checked against the declared one) on first use, or as declared."""
+        if self.infer is None:
+            if self.declared is None:
+                raise ConfigError(f"table {self.name!r} declares no schema and has nothing to infer it from")
+            return self.declared
+        if not self._resolved:
+            self._resolved.append(self.infer())
+        return self._resolved[0]
 
 
 @dataclass(frozen=True)

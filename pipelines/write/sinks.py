@@ -22,6 +22,7 @@ from pipelines.io.checkpoints import query_id
 from pipelines.io.formats import TableFormat
 from pipelines.spec.rules import REASONS_COLUMN, WARNINGS_COLUMN, Rule, passes_rules, rule_failure_counts
 from pipelines.spec.strategy import Reprocess, Sink
+from pipelines.spec.tables import OutputTable
 
 # The quarantine column that identifies a rejected row: the record as it landed.
 QUARANTINE_IDENTITY = "raw_record"
@@ -124,9 +125,18 @@ class ValidateDedupeSink(Sink):
     quarantine_columns: tuple[str, ...]
     rules: tuple[Rule, ...]
     order_by: tuple[str, ...] = ("_source_file",)
+    # The written table, when `columns` are left to its (inferred) schema.
+    output: OutputTable | None = None
 
     def __post_init__(self) -> None:
         check_column_names((*self.keys, self.time_column, *self.order_by, *self.quarantine_columns))
+
+    @property
+    def output_columns(self) -> tuple[str, ...]:
+        """The columns written to the table: as given, or those of the output table's schema."""
+        if self.columns or self.output is None:
+            return self.columns
+        return tuple(self.output.schema.names)
 
     def write(self, ctx: BatchContext, df: DataFrame) -> None:
         """Quarantine, fail, or deduplicate and append each row of the batch."""
@@ -181,7 +191,7 @@ class ValidateDedupeSink(Sink):
             raise PipelineError(
                 f"table {ctx.table}: rule {rule.name!r} ({rule.description or rule.expr}) failed for "
                 f"{failed} row(s); e.g. in file {example['_source_file']}: "
-                f"{ {c: example[c] for c in self.columns if c in example} }"
+                f"{ {c: example[c] for c in self.output_columns if c in example} }"
             )
         invalid = stats["invalid"] or 0
         if invalid:
@@ -202,7 +212,7 @@ class ValidateDedupeSink(Sink):
             .filter(F.unix_micros(self.time_column).between(stats["lo"], stats["hi"]))
             .select(*self.keys)
         )
-        new = self.first_per_key(batch).join(existing, list(self.keys), "left_anti").select(*self.columns)
+        new = self.first_per_key(batch).join(existing, list(self.keys), "left_anti").select(*self.output_columns)
         added = ctx.append(new, ctx.table)
         ctx.metrics["duplicates_dropped"] += valid_rows - added
 
