@@ -144,6 +144,18 @@ def _writable_suggestion(name: str, avoid: Path) -> Path:
     return roots[-1] / _UNDER_HOME[name]
 
 
+def dataset_modules_setting() -> tuple[str, ...]:
+    """Python modules holding datasets outside `pipelines/datasets/` (`TRIBUTARY_DATASETS`, comma-separated)."""
+    raw = _env("DATASETS") or ""
+    names = tuple(n.strip() for n in raw.split(",") if n.strip())
+    for name in names:
+        if not all(part.isidentifier() for part in name.split(".")):
+            raise ConfigError(
+                f"TRIBUTARY_DATASETS item {name!r} is not a Python module name (expected e.g. 'acme.datasets.sales')"
+            )
+    return names
+
+
 @dataclass(frozen=True)
 class Settings:
     """Where data lives and how Spark and the catalog are reached."""

@@ -76,7 +76,9 @@ def test_project_declares_the_layer_and_acyclic_contracts() -> None:
     inner = [c for c in contracts if c["type"] == "layers" and c.get("containers") == ["pipelines"]]
     acyclic = [c for c in contracts if c["type"] == "acyclic_siblings"]
     assert [c["layers"] for c in top] == [["orchestration", "quality", "pipelines", "infra"]]
-    assert [c["layers"] for c in inner] == [["datasets", "ops", "run", "write", "io", "transforms", "spec"]]
+    assert [c["layers"] for c in inner] == [
+        ["datasets", "authoring", "ops", "run", "write", "io", "transforms", "spec"]
+    ]
     assert [sorted(c["ancestors"]) for c in acyclic] == [sorted(PRODUCT_PACKAGES)]
 
 
@@ -187,3 +189,13 @@ def test_no_product_module_is_over_the_line_limit() -> None:
                 too_long[path.relative_to(REPO).as_posix()] = lines
     listing = "\n".join(f"  {name}: {lines} lines" for name, lines in sorted(too_long.items()))
     assert not too_long, f"product modules over {MAX_LINES} lines (split them):\n{listing}"
+
+
+def test_orchestration_names_no_dataset():
+    """Datasets are discovered: no module of orchestration imports or names a dataset package."""
+    datasets = sorted(p.name for p in (REPO / "pipelines" / "datasets").iterdir() if (p / "__init__.py").exists())
+    assert datasets, "no dataset packages found"
+    for path in (REPO / "orchestration").rglob("*.py"):
+        text = path.read_text(encoding="utf-8")
+        for name in datasets:
+            assert f"pipelines.datasets.{name}" not in text, f"{path.relative_to(REPO)} names dataset {name}"

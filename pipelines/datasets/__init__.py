@@ -1,14 +1,59 @@
-"""Datasets known to the platform: a folder each, with its tables (`tables.SPECS`) and its demo data generator."""
+"""Datasets known to the platform: a package each under this folder, found automatically (with their `.sql`
+tables), plus the modules named in `TRIBUTARY_DATASETS` for datasets kept in a team's own package."""
 
 from __future__ import annotations
 
-from pipelines.datasets.clickstream import tables as clickstream
-from pipelines.datasets.ecommerce import tables as ecommerce
+from pathlib import Path
+
+from pipelines.authoring.discover import load_registry, packages_under
 from pipelines.spec.registry import Registry
 
-DATASETS = (ecommerce, clickstream)
+
+def dataset_modules() -> list[str]:
+    """The packages under `pipelines.datasets`, then those named by the `TRIBUTARY_DATASETS` setting."""
+    from infra.settings import dataset_modules_setting
+
+    return [*packages_under(__name__), *dataset_modules_setting()]
 
 
 def default_registry() -> Registry:
     """The registry of every table of every dataset, upstream tables first."""
-    return Registry(spec for module in DATASETS for spec in module.SPECS)
+    return load_registry(dataset_modules())
+
+
+def land_events(landing: Path, rows: int, files: int, seed: int, days: int | None = None) -> str:
+    """Land the e-commerce demo's event files (`tributary generate`); returns the line to print."""
+    from pipelines.datasets.ecommerce.sample_data import generate
+
+    options = {"days": days} if days is not None else {}
+    report = generate(landing, rows=rows, files=files, seed=seed, progress=True, **options)
+    return (
+        f"landed {report.lines} lines in {len(report.files)} files under {landing / 'events'} "
+        f"({report.duplicates} duplicates, {report.late} late, {report.malformed} malformed, "
+        f"{report.missing_ids} without id)"
+    )
+
+
+def land_demo(landing: Path, rows: int, files: int, seed: int) -> list[str]:
+    """Land both demo datasets once (a landing folder that already has files is left alone): lines to print.
+
+    The clickstream gets a fifth of `rows` as impressions, in at most four files per folder.
+    """
+    from pipelines.datasets.clickstream.sample_data import LANDING_FOLDERS, generate_clickstream
+    from pipelines.datasets.ecommerce.sample_data import generate
+
+    lines = []
+    events = landing / "events"
+    if not events.is_dir() or not any(events.glob("*.json")):
+        report = generate(landing, rows=rows, files=files, seed=seed, progress=True)
+        lines.append(f"generated {report.lines} events in {len(report.files)} files under {events}")
+    else:
+        lines.append(f"landing zone {events} already has files: not generating more")
+    folders = [landing / name for name in LANDING_FOLDERS]
+    if not any(p.is_dir() and any(p.iterdir()) for p in folders):
+        clicks = generate_clickstream(landing, impressions=max(rows // 5, 100), files=min(files, 4), seed=seed)
+        lines.append(
+            f"generated the clickstream demo: {clicks.impressions} impressions, {clicks.clicks} clicks, "
+            f"{clicks.products} products, {clicks.changes} customer changes under {landing}"
+        )
+    return lines

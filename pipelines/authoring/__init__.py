@@ -1,0 +1,66 @@
+"""Declaring tables: one decorated function per table (docs/authoring.md).
+
+import pipelines.authoring as tb
+
+tb.landing("bronze.events", tb.files("events", "json", EVENTS))
+
+@tb.silver(write=tb.dedupe("event_id", time="event_time"))
+@tb.expect_or_quarantine("event_id_present", "event_id IS NOT NULL")
+def events(bronze_events):
+    return bronze_events.withColumn("event_date", F.to_date("event_time"))
+"""
+
+from pipelines.authoring.ddl import schema
+from pipelines.authoring.decorators import (
+    bronze,
+    expect,
+    expect_or_fail,
+    expect_or_quarantine,
+    files,
+    gold,
+    landing,
+    silver,
+    static,
+    watermark,
+)
+from pipelines.authoring.kinds import append, cdc, dedupe, recompute, replace, upsert
+from pipelines.spec.expectations import (
+    between,
+    fresh,
+    in_set,
+    not_null,
+    row_count,
+    row_count_vs_upstream,
+    totals_match_upstream,
+    unique,
+)
+from pipelines.spec.rules import plausible_time
+
+__all__ = [
+    "append",
+    "between",
+    "bronze",
+    "cdc",
+    "dedupe",
+    "expect",
+    "expect_or_fail",
+    "expect_or_quarantine",
+    "files",
+    "fresh",
+    "gold",
+    "in_set",
+    "landing",
+    "not_null",
+    "plausible_time",
+    "recompute",
+    "replace",
+    "row_count",
+    "row_count_vs_upstream",
+    "schema",
+    "silver",
+    "static",
+    "totals_match_upstream",
+    "unique",
+    "upsert",
+    "watermark",
+]

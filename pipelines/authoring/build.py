@@ -1,0 +1,167 @@
+"""Declarations → `TableSpec`s: upstreams ordered first, every name checked, each kind built, checks defaulted."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+from pyspark.sql import DataFrame
+
+from infra.errors import ConfigError
+from pipelines.authoring import schemas
+from pipelines.authoring.declarations import Declaration, DeclarationError, Param
+from pipelines.run.streams import late_output
+from pipelines.spec.expectations import Expectation, not_null, schema_matches
+from pipelines.spec.registry import Registry
+from pipelines.spec.rules import Rule, landed_rules
+from pipelines.spec.tables import FileSource, OutputTable, StaticSource, TableSource, TableSpec
+
+LANDING_CHECKS = (not_null("_source_file"), not_null("_ingested_at"), not_null("_batch_id"))
+
+
+def ordered(declarations: Iterable[Declaration]) -> list[Declaration]:
+    """Declarations with every upstream before its readers (declaration order otherwise).
+
+    Raises a DeclarationError for a table declared twice, an input no dataset declares, and a cycle.
+    """
+    by_name: dict[str, Declaration] = {}
+    for d in declarations:
+        if d.name in by_name:
+            raise d.error(f"is also declared at {by_name[d.name].where}", "declare each table once (or pass name=)")
+        by_name[d.name] = d
+    done: dict[str, bool] = {}
+    out: list[Declaration] = []
+
+    def visit(d: Declaration, path: list[Declaration]) -> None:
+        if done.get(d.name):
+            return
+        if d.name in done:
+            cycle = path[path.index(d) :]
+            places = " → ".join(f"{x.name} ({x.where})" for x in [*cycle, d])
+            raise d.error(f"its inputs form a cycle: {places}", "a table cannot read itself; break the cycle")
+        done[d.name] = False
+        for param in d.params:
+            upstream = by_name.get(param.table)
+            if upstream is None:
+                raise d.error(
+                    f"parameter {param.name!r} reads {param.table!r}, which no dataset declares",
+                    f"declare it or rename the parameter (known tables: {', '.join(sorted(by_name)) or 'none'})",
+                )
+            visit(upstream, [*path, d])
+        done[d.name] = True
+        out.append(d)
+
+    for d in by_name.values():
+        visit(d, [])
+    return out
+
+
+def _runner_params(d: Declaration) -> tuple[Param, ...]:
+    """Parameters in the order the runner passes inputs: the first stream, then the others as declared."""
+    main = next(p for p in d.params if not p.static)
+    return (main, *(p for p in d.params if p is not main))
+
+
+def _caller(d: Declaration) -> Callable[..., DataFrame]:
+    """The author's function over inputs in runner order (identity for a table without a function)."""
+    fn = d.fn
+    if fn is None:
+        return lambda df: df
+    if d.source is not None:
+        return fn
+    names = [p.name for p in _runner_params(d)]
+    return lambda *frames: fn(**dict(zip(names, frames, strict=True)))
+
+
+def _checks(d: Declaration, kind_checks: tuple[Expectation, ...]) -> tuple[Expectation, ...]:
+    landing = LANDING_CHECKS if d.source is not None and d.layer == "bronze" else ()
+    out: list[Expectation] = []
+    for check in (schema_matches(), *landing, *kind_checks, *d.checks):
+        if check not in out:
+            out.append(check)
+    return tuple(out)
+
+
+def _partition_by(d: Declaration) -> tuple[str, ...]:
+    if d.partition_by:
+        return d.partition_by
+    by: tuple[str, ...] = getattr(d.write, "by", ())
+    time: str = getattr(d.write, "time", "")
+    if d.source is not None and d.layer == "bronze":
+        return ("days(_ingested_at)",)
+    if time and d.write.validates:
+        return (f"days({time})",)
+    return by if len(by) == 1 else ()
+
+
+def build_spec(d: Declaration, specs: dict[str, TableSpec]) -> TableSpec:
+    """The `TableSpec` of one declaration whose upstreams are already in `specs`."""
+    kind = d.write
+    if d.rules and not kind.validates:
+        raise d.error("declares row expectations but its write kind keeps no quarantine", "use write=dedupe(...)")
+    if d.late and d.watermark is None:
+        raise d.error("declares late=True without a watermark", "add watermark=('event_time', '10 minutes')")
+    if kind.recomputes and (d.source is not None or len(d.streams) != 1):
+        raise d.error("recompute(...) reads one upstream table", "read other tables whole (parameter = static)")
+    main = d.params and _runner_params(d)[0]
+    upstream = specs.get(main.table) if main else None
+    landed = upstream is not None and isinstance(upstream.source, FileSource)
+    rules: tuple[Rule, ...] = (*landed_rules(upstream.name), *d.rules) if kind.validates and landed else d.rules
+    call = _caller(d)
+    transform = kind.transform(d, rules, call)
+    params = _runner_params(d) if d.params else ()
+
+    def plan(frames: list[DataFrame]) -> DataFrame:
+        ordered_frames = [frames[d.params.index(p)] for p in params] if params else frames
+        return (call if kind.recomputes else transform)(*ordered_frames)
+
+    output = OutputTable(d.name, d.schema, _partition_by(d), infer=schemas.inferrer(d, specs, plan, kind.finish))
+    built = kind.build(d, output, rules, call)
+    late = (late_output(f"{d.name}_late"),) if d.late else ()
+    secondary: list[TableSource | StaticSource] = [
+        StaticSource(p.table) if p.static else TableSource(p.table, watermark=d.watermark) for p in params[1:]
+    ]
+    keys = d.keys or kind.keys
+    for key in keys:
+        if not key.isidentifier():
+            raise d.error(f"key {key!r} is not a column name", "name columns of the table")
+    return TableSpec(
+        output=output,
+        layer=d.layer,
+        description=d.description,
+        source=d.source if d.source is not None else TableSource(main.table),  # type: ignore[union-attr]
+        transform=transform,
+        sink=built.sink,
+        keys=keys,
+        watermark=d.watermark if d.source is None else None,
+        output_mode=built.output_mode,  # type: ignore[arg-type]
+        extra_outputs=(*built.extra_outputs, *late),
+        maintenance=d.maintenance,
+        secondary_sources=tuple(secondary),
+        late_table=late[0].name if late else None,
+        expectations=_checks(d, built.checks),
+    )
+
+
+def build_registry(declarations: Iterable[Declaration]) -> Registry:
+    """The registry of `declarations`, upstream tables first; registry errors name the declaration's place."""
+    specs: dict[str, TableSpec] = {}
+    places: dict[str, str] = {}
+    for d in ordered(declarations):
+        specs[d.name] = build_spec(d, specs)
+        places[d.name] = d.where
+    try:
+        return Registry(specs.values())
+    except DeclarationError:
+        raise
+    except ConfigError as exc:
+        table = next((name for name in places if repr(name) in str(exc)), None)
+        if table is None:
+            raise
+        raise DeclarationError(f"{places[table]}: {exc}") from None
+
+
+def resolve(registry: Registry) -> None:
+    """Infer (and check) every table's schema now, so a wrong declaration fails before any query starts."""
+    for spec in registry:
+        for out in spec.outputs():
+            _ = out.schema

@@ -1,0 +1,153 @@
+"""What an author declares: one `Declaration` per table, recorded by the decorators and collected per dataset.
+
+A declaration knows where it was written (file, line, function) so every error about it can name the place.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from infra.errors import ConfigError
+from pipelines.spec.tables import LAYERS, FileSource, Layer, MaintenancePolicy, Watermark
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+    from pyspark.sql.types import StructType
+
+    from pipelines.spec.expectations import Expectation
+    from pipelines.spec.rules import Rule
+    from pipelines.spec.strategy import Sink
+    from pipelines.spec.tables import OutputTable
+
+
+class DeclarationError(ConfigError):
+    """A table declaration that cannot be built; the message names the file, line and function, and the fix."""
+
+
+@dataclass(frozen=True)
+class Built:
+    """What a kind contributes to a `TableSpec`."""
+
+    sink: Sink
+    output_mode: str = "append"
+    extra_outputs: tuple[OutputTable, ...] = ()
+    checks: tuple[Expectation, ...] = ()
+
+
+class Kind:
+    """A declared write strategy."""
+
+    keys: tuple[str, ...] = ()
+    # Whether the kind applies row rules (`expect_or_quarantine` and friends) and owns a quarantine table.
+    validates = False
+    # Whether the function runs on the touched rows of its upstream read whole, not on the stream.
+    recomputes = False
+
+    def transform(self, d: Declaration, rules: tuple[Rule, ...], call: Callable[..., DataFrame]) -> Callable:
+        """The streaming transform: `call` (the author's function over the inputs) as the kind needs it."""
+        return call
+
+    def finish(self, d: Declaration, schema: StructType) -> StructType:
+        """The table's schema from the schema of the transform's output."""
+        return schema
+
+    def build(self, d: Declaration, output: OutputTable, rules: tuple[Rule, ...], call: Callable) -> Built:
+        """The sink, output mode, extra tables and default checks of this kind."""
+        raise NotImplementedError
+
+
+@dataclass(frozen=True)
+class Param:
+    """One input of a table function: the parameter, the table it names, and whether it is read whole."""
+
+    name: str
+    table: str
+    static: bool
+
+
+@dataclass
+class Declaration:
+    """One declared table, as the author wrote it (built into a `TableSpec` by `pipelines.authoring.build`)."""
+
+    name: str
+    layer: Layer
+    fn: Callable[..., Any] | None
+    where: str
+    module: str
+    write: Kind
+    params: tuple[Param, ...] = ()
+    source: FileSource | None = None
+    keys: tuple[str, ...] = ()
+    watermark: Watermark | None = None
+    late: bool = False
+    partition_by: tuple[str, ...] = ()
+    schema: StructType | None = None
+    checks: tuple[Expectation, ...] = ()
+    rules: tuple[Rule, ...] = ()
+    description: str = ""
+    maintenance: MaintenancePolicy = field(default_factory=MaintenancePolicy)
+
+    @property
+    def streams(self) -> tuple[str, ...]:
+        """The tables this one reads as streams, in parameter order."""
+        return tuple(p.table for p in self.params if not p.static)
+
+    @property
+    def statics(self) -> tuple[str, ...]:
+        """The reference tables this one reads whole, in parameter order."""
+        return tuple(p.table for p in self.params if p.static)
+
+    def error(self, problem: str, fix: str) -> DeclarationError:
+        """A DeclarationError naming this declaration's place, the problem and the fix."""
+        return DeclarationError(f"{self.where}: table {self.name!r}: {problem}; {fix}")
+
+
+# Every declaration made in this process, in order; `pipelines.authoring.discover` takes those of a dataset.
+DECLARED: list[Declaration] = []
+
+
+def record(declaration: Declaration) -> None:
+    """Keep `declaration`; a module imported again (a reload) replaces its own earlier declaration."""
+    for i, old in enumerate(DECLARED):
+        if old.module == declaration.module and old.where == declaration.where:
+            DECLARED[i] = declaration
+            return
+    DECLARED.append(declaration)
+
+
+def place(fn: Callable[..., Any] | None = None, depth: int = 2) -> str:
+    """`file:line, function f` for `fn`, or the caller's `file:line` `depth` frames up; paths relative to the cwd."""
+    if fn is not None:
+        code = inspect.unwrap(fn).__code__
+        return f"{_short(code.co_filename)}:{code.co_firstlineno}, function {fn.__name__}"
+    frame = inspect.stack()[depth]
+    return f"{_short(frame.filename)}:{frame.lineno}"
+
+
+def _short(filename: str) -> str:
+    path = Path(filename).resolve()
+    try:
+        return str(path.relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
+
+
+def table_of_param(param: str, where: str) -> str:
+    """The table a function parameter names: `silver_events` reads `silver.events`."""
+    layer, sep, table = param.partition("_")
+    if not sep or layer not in LAYERS or not table:
+        raise DeclarationError(
+            f"{where}: parameter {param!r} does not name a table; name each input <layer>_<table>, "
+            "e.g. `def daily_revenue(silver_events)` reads silver.events"
+        )
+    return f"{layer}.{table}"
+
+
+def caller_module(depth: int = 2) -> str:
+    """The module name of the code `depth` frames up (where a declaration without a function was made)."""
+    frame = inspect.stack()[depth].frame
+    return str(frame.f_globals.get("__name__", "__main__"))

@@ -1,0 +1,199 @@
+"""The decorators that declare tables: `@bronze`, `@silver`, `@gold` on a function, `landing(...)` without one,
+and the row expectations `@expect`, `@expect_or_quarantine`, `@expect_or_fail`.
+
+The function *is* the table: its name is the table's name in the decorator's layer, its parameters name the
+tables it reads (`silver_events` reads `silver.events`; a parameter defaulting to `static` is a reference
+table read whole), and it returns a DataFrame whose schema becomes the table's.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Any, Literal
+
+from pyspark.sql.types import StructType
+
+from pipelines.authoring.declarations import (
+    Declaration,
+    DeclarationError,
+    Param,
+    caller_module,
+    place,
+    record,
+    table_of_param,
+)
+from pipelines.authoring.kinds import Kind, append
+from pipelines.spec.rules import Action, Rule
+from pipelines.spec.tables import FileSource, Layer, MaintenancePolicy, SchemaEvolution, Watermark
+
+_RULES = "__tributary_rules__"
+_DECLARED = "__tributary_table__"
+
+
+class _Static:
+    """The default value that marks a parameter as a reference table, read whole when the run starts."""
+
+    def __repr__(self) -> str:
+        return "static"
+
+
+static: Any = _Static()
+
+
+def files(
+    folder: str,
+    format: Literal["json", "csv", "parquet"],
+    schema: StructType,
+    *,
+    options: dict[str, str] | None = None,
+    schema_evolution: SchemaEvolution = "rescue",
+    reject_file_ratio: float = 0.5,
+    max_files_per_trigger: int | None = None,
+) -> FileSource:
+    """Files landed under `<landing>/<folder>/`, parsed with `schema` (print one with `tributary infer`)."""
+    return FileSource(
+        folder,
+        format,
+        schema,
+        max_files_per_trigger=max_files_per_trigger,
+        options=tuple(sorted((options or {}).items())),
+        schema_evolution=schema_evolution,
+        reject_file_ratio=reject_file_ratio,
+    )
+
+
+def watermark(column: str, delay: str, earliest: str = "1970-01-01", max_future: str = "1 day") -> Watermark:
+    """Event time and how late rows may come before windows close (rows behind it go to the late table)."""
+    return Watermark(column, delay, earliest, max_future)
+
+
+def _description(fn: Callable[..., Any] | None, given: str | None) -> str:
+    if given:
+        return given
+    doc = inspect.getdoc(fn) if fn is not None else None
+    return " ".join(doc.split("\n\n")[0].split()) if doc else ""
+
+
+def _options(layer: Layer, options: dict[str, Any], where: str) -> dict[str, Any]:
+    write = options.pop("write", None) or append()
+    if not isinstance(write, Kind):
+        raise DeclarationError(
+            f"{where}: write={write!r} is not a write kind; use append(), dedupe(...), recompute(...), "
+            "upsert(...), replace() or cdc(...) from pipelines.authoring"
+        )
+    wm = options.get("watermark")
+    if isinstance(wm, tuple):
+        options["watermark"] = Watermark(*wm)
+    for name in ("keys", "partition_by"):
+        value = options.get(name)
+        if isinstance(value, str):
+            options[name] = (value,)
+        elif value is not None:
+            options[name] = tuple(value)
+    options["checks"] = tuple(options.get("checks") or ())
+    if options.get("maintenance") is None:
+        options["maintenance"] = MaintenancePolicy()
+    return {"write": write, **{k: v for k, v in options.items() if v is not None}}
+
+
+def _declare(layer: Layer, fn: Callable[..., Any], options: dict[str, Any]) -> Callable[..., Any]:
+    where = place(fn)
+    name = options.pop("name", None) or fn.__name__
+    description = _description(fn, options.pop("description", None))
+    source = options.pop("source", None)
+    parameters = list(inspect.signature(fn).parameters.values())
+    if source is not None:
+        if not isinstance(source, FileSource):
+            raise DeclarationError(f"{where}: source= takes files(...); tables are read through parameters")
+        if len(parameters) != 1:
+            raise DeclarationError(f"{where}: a function over landed files takes one parameter, the landed rows")
+        params: tuple[Param, ...] = ()
+    else:
+        params = tuple(Param(p.name, table_of_param(p.name, where), p.default is static) for p in parameters)
+        if not any(not p.static for p in params):
+            raise DeclarationError(
+                f"{where}: the function reads no stream; name the tables it reads as parameters "
+                "(e.g. `def events(bronze_events)`), or read landed files with source=files(...)"
+            )
+    declaration = Declaration(
+        name=f"{layer}.{name}",
+        layer=layer,
+        fn=fn,
+        where=where,
+        module=fn.__module__,
+        params=params,
+        source=source,
+        rules=tuple(getattr(fn, _RULES, ())),
+        description=description,
+        **_options(layer, options, where),
+    )
+    record(declaration)
+    setattr(fn, _DECLARED, declaration.name)
+    return fn
+
+
+def _layer(layer: Layer) -> Callable[..., Any]:
+    def decorator(fn: Callable[..., Any] | None = None, /, **options: Any) -> Any:
+        if fn is not None:
+            return _declare(layer, fn, options)
+        return lambda f: _declare(layer, f, dict(options))
+
+    decorator.__name__ = layer
+    decorator.__doc__ = (
+        f"Declare a {layer} table from the decorated function. Options: name, write (a kind; default append()), "
+        "source (files(...)), keys, watermark, late (a `<table>_late` table for rows behind the watermark), "
+        "partition_by, schema (a contract), checks (dataset expectations), description, maintenance."
+    )
+    return decorator
+
+
+bronze = _layer("bronze")
+silver = _layer("silver")
+gold = _layer("gold")
+
+
+def landing(table: str, source: FileSource, **options: Any) -> None:
+    """Declare a table that keeps landed files as read (no function): e.g. `landing("bronze.events", files(...))`."""
+    where = place(depth=2)
+    layer, _, name = table.partition(".")
+    if layer not in ("bronze", "silver", "gold") or not name:
+        raise DeclarationError(f"{where}: landing({table!r}): name the table <layer>.<table>, e.g. 'bronze.events'")
+    if not isinstance(source, FileSource):
+        raise DeclarationError(f"{where}: landing({table!r}) reads files(...), got {source!r}")
+    description = _description(None, options.pop("description", None))
+    record(
+        Declaration(
+            name=table,
+            layer=layer,  # type: ignore[arg-type]
+            fn=None,
+            where=where,
+            module=caller_module(),
+            source=source,
+            description=description,
+            **_options(layer, options, where),  # type: ignore[arg-type]
+        )
+    )
+
+
+def _expect(action: Action) -> Callable[..., Any]:
+    def expectation(name: str | Rule, condition: str = "", description: str = "") -> Callable[..., Any]:
+        rule = replace(name, action=action) if isinstance(name, Rule) else Rule(name, condition, action, description)
+
+        def attach(fn: Callable[..., Any]) -> Callable[..., Any]:
+            if hasattr(fn, _DECLARED):
+                raise DeclarationError(
+                    f"{place(fn)}: @expect… {rule.name!r} sits above the table decorator; put the table decorator first"
+                )
+            setattr(fn, _RULES, (rule, *getattr(fn, _RULES, ())))
+            return fn
+
+        return attach
+
+    return expectation
+
+
+expect = _expect("warn")
+expect_or_quarantine = _expect("quarantine")
+expect_or_fail = _expect("fail")

@@ -1,0 +1,92 @@
+"""Tables written as one `SELECT` in a `.sql` file, the way analysts and dbt users write models.
+
+The header comment says what the file alone cannot (the name defaults to `gold.<file name>`):
+
+    -- keys: event_date, category, currency
+    -- refresh: recompute by event_date          (or: replace)
+    -- description: Orders and revenue per day.
+    SELECT ... FROM silver.events WHERE ... GROUP BY ...
+
+Tables are named `<layer>.<table>`. The first one read is the stream the table follows; any other is a
+reference table read whole. `recompute by` keeps the table exact per touched value (the SELECT runs on the
+upstream rows of those values); `replace` re-runs the whole SELECT on every run (complete mode).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from pyspark.sql import DataFrame
+
+from pipelines.authoring.declarations import Declaration, DeclarationError, Param, _short
+from pipelines.authoring.kinds import Kind, recompute, replace
+from pipelines.spec.tables import LAYERS
+
+_HEADER = re.compile(r"^--\s*([a-z_]+)\s*:\s*(.*?)\s*$")
+_TABLE = re.compile(r"\b(bronze|silver|gold)\.([A-Za-z_][A-Za-z0-9_]*)\b")
+_QUOTED = re.compile(r"'(?:[^']|'')*'")
+_KEYS = ("table", "keys", "refresh", "description", "partition_by")
+
+
+def _names(text: str) -> tuple[str, ...]:
+    return tuple(x.strip() for x in text.split(",") if x.strip())
+
+
+def _kind(refresh: str, keys: tuple[str, ...], where: str) -> Kind:
+    words = refresh.split(None, 2)
+    if words[:2] == ["recompute", "by"] and len(words) == 3 and keys:
+        return recompute(by=_names(words[2]), keys=keys)
+    if refresh == "replace":
+        return replace()
+    raise DeclarationError(
+        f"{where}: refresh {refresh!r} is not 'recompute by <columns>' (with '-- keys: ...') or 'replace'"
+    )
+
+
+def sql_declaration(path: Path, module: str) -> Declaration:
+    """The declaration of the table in `path`; errors name the file and line."""
+    text = path.read_text(encoding="utf-8")
+    header: dict[str, str] = {}
+    for number, line in enumerate(text.splitlines(), 1):
+        match = _HEADER.match(line.strip())
+        if not match:
+            break
+        if match.group(1) not in _KEYS:
+            raise DeclarationError(
+                f"{_short(str(path))}:{number}: unknown header {match.group(1)!r}; use {', '.join(_KEYS)}"
+            )
+        header[match.group(1)] = match.group(2)
+    where = f"{_short(str(path))}:1"
+    name = header.get("table") or f"gold.{path.stem}"
+    layer = name.partition(".")[0]
+    if layer not in LAYERS:
+        raise DeclarationError(f"{where}: table {name!r} must be named <layer>.<table>")
+    searched = _QUOTED.sub("''", re.sub(r"--[^\n]*", "", text))
+    read = list(dict.fromkeys(f"{a}.{b}" for a, b in _TABLE.findall(searched)))
+    if not read:
+        raise DeclarationError(f"{where}: the SELECT reads no table; name tables <layer>.<table>, e.g. silver.events")
+    keys = _names(header.get("keys", ""))
+    params = tuple(Param(t.replace(".", "_"), t, i > 0) for i, t in enumerate(read))
+
+    def run(**frames: DataFrame) -> DataFrame:
+        spark = next(iter(frames.values())).sparkSession
+        views = {}
+        for param, frame in frames.items():
+            views[param.replace("_", ".", 1)] = view = f"_tributary_sql_{name.replace('.', '_')}_{param}"
+            frame.createOrReplaceTempView(view)
+        return spark.sql(_TABLE.sub(lambda m: views.get(m.group(0), m.group(0)), text))
+
+    run.__name__ = path.stem
+    return Declaration(
+        name=name,
+        layer=layer,  # type: ignore[arg-type]
+        fn=run,
+        where=where,
+        module=module,
+        write=_kind(header.get("refresh", "replace"), keys, where),
+        params=params,
+        keys=keys,
+        partition_by=_names(header.get("partition_by", "")),
+        description=header.get("description", ""),
+    )
