@@ -29,20 +29,13 @@ def _setup(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _generate(args: argparse.Namespace, settings: Settings) -> int:
-    from pipelines.datasets.ecommerce.sample_data import generate
+    from pipelines.datasets import land_events
 
     settings.require_writable("landing")
     try:
-        report = generate(
-            settings.landing, rows=args.rows, files=args.files, seed=args.seed, days=args.days, progress=True
-        )
+        print(land_events(settings.landing, args.rows, args.files, args.seed, args.days))
     except (FileExistsError, ValueError) as exc:
         raise TributaryError(str(exc)) from exc
-    print(
-        f"landed {report.lines} lines in {len(report.files)} files under {settings.landing / 'events'} "
-        f"({report.duplicates} duplicates, {report.late} late, {report.malformed} malformed, "
-        f"{report.missing_ids} without id)"
-    )
     return 0
 
 
@@ -90,16 +83,11 @@ def _demo(args: argparse.Namespace, settings: Settings) -> int:
     """Generate the sample landing zone (once) and materialize every asset through Dagster."""
     from orchestration.cli.summary import format_numbers, numbers_lines
     from orchestration.run import materialize_pipeline
-    from pipelines.datasets.ecommerce.sample_data import generate
+    from pipelines.datasets import land_demo
 
     settings.require_writable("landing")
-    landed = settings.landing / "events"
-    if not landed.is_dir() or not any(landed.glob("*.json")):
-        report = generate(settings.landing, rows=args.rows, files=args.files, seed=args.seed, progress=True)
-        print(f"generated {report.lines} events in {len(report.files)} files under {landed}")
-    else:
-        print(f"landing zone {landed} already has files: not generating more")
-    _demo_clickstream(args, settings)
+    for line in land_demo(settings.landing, args.rows, args.files, args.seed):
+        print(line)
     started = time.perf_counter()
     numbers = materialize_pipeline(settings)
     print(format_numbers(numbers))
@@ -111,22 +99,6 @@ def _demo(args: argparse.Namespace, settings: Settings) -> int:
     print("  make ui                                   # Dagster UI (dagster dev) on http://127.0.0.1:3000")
     print("  .venv/bin/tributary sql 'SELECT * FROM gold.daily_revenue ORDER BY revenue DESC LIMIT 10'")
     return 0
-
-
-def _demo_clickstream(args: argparse.Namespace, settings: Settings) -> None:
-    """Land the clickstream demo (impressions, clicks, catalog, customer changes) once, a fifth of --rows."""
-    from pipelines.datasets.clickstream.sample_data import LANDING_FOLDERS, generate_clickstream
-
-    folders = [settings.landing / name for name in LANDING_FOLDERS]
-    if any(p.is_dir() and any(p.iterdir()) for p in folders):
-        return
-    report = generate_clickstream(
-        settings.landing, impressions=max(args.rows // 5, 100), files=min(args.files, 4), seed=args.seed
-    )
-    print(
-        f"generated the clickstream demo: {report.impressions} impressions, {report.clicks} clicks, "
-        f"{report.products} products, {report.changes} customer changes under {settings.landing}"
-    )
 
 
 def _query(args: argparse.Namespace, settings: Settings) -> int:
