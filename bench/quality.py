@@ -7,11 +7,10 @@ from typing import Any
 
 from infra.settings import Settings
 from infra.spark import get_spark
-from pipelines.datasets.ecommerce import tables as ecommerce
+from pipelines.authoring.discover import load_registry
 from pipelines.datasets.ecommerce.sample_data import generate
 from pipelines.io.formats import table_format
 from pipelines.run.runner import run_table
-from pipelines.spec.registry import Registry
 from quality.gx_runner import validate_table
 from quality.reconcile import pipelines_of, reconcile_pipeline
 
@@ -25,7 +24,7 @@ def bench_quality(settings: Settings, rows: int = 1_000_000, files: int = 20) ->
     whatever its table), so they are reported apart; `gx_suite_seconds` is the silver suite (blocking and warning
     expectations on the whole table) and `checks_seconds` adds the pipeline reconciliation.
     """
-    registry = Registry(ecommerce.SPECS)
+    registry = load_registry(["pipelines.datasets.ecommerce"])
     bronze, silver = registry.get("bronze.events"), registry.get("silver.events")
     result: dict[str, Any] = {"rows": rows, "files": files}
     generate(settings.landing, rows=rows, files=files, seed=1)

@@ -16,10 +16,9 @@ from typing import Any
 
 from infra.settings import Settings
 from infra.spark import get_spark
-from pipelines.datasets.clickstream import tables as clickstream
+from pipelines.authoring.discover import load_registry
 from pipelines.datasets.clickstream.sample_data import LANDING_FOLDERS, ensure_landing_folders, generate_clickstream
 from pipelines.run.runner import RunReport, run_table
-from pipelines.spec.registry import Registry
 
 MEASURED = ("gold.ad_clicks", "gold.user_sessions")
 FEEDERS = ("bronze.impressions", "bronze.clicks", "silver.products", "silver.impressions")
@@ -59,7 +58,7 @@ def bench_streaming(settings: Settings, rows: int = 1_000_000, runs: int = 4) ->
     staged = {folder: sorted((staging / folder).iterdir()) for folder in LANDING_FOLDERS}
 
     spark = get_spark(settings)
-    registry = Registry(clickstream.SPECS)
+    registry = load_registry(["pipelines.datasets.clickstream"])
     per_run: dict[str, list[dict[str, Any]]] = {name: [] for name in MEASURED}
     feed_seconds = 0.0
     for run in range(runs):

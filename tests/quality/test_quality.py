@@ -23,7 +23,7 @@ from orchestration.assets import build_table_assets
 from orchestration.checks import build_asset_checks
 from orchestration.cli.main import main as cli_main
 from orchestration.resources import SparkResource
-from pipelines.datasets.ecommerce import tables as ecommerce
+from pipelines.authoring.discover import load_registry
 from pipelines.datasets.ecommerce.sample_data import generate
 from pipelines.run.pipeline import run_pipeline
 from pipelines.run.runner import run_table
@@ -38,8 +38,9 @@ from quality.results import load_results, save_result
 from quality.run import check_tables
 from tests.support.helpers import table
 
-ECOMMERCE = Registry(ecommerce.SPECS)
+ECOMMERCE = load_registry(["pipelines.datasets.ecommerce"])
 BRONZE, SILVER = ECOMMERCE.get("bronze.events"), ECOMMERCE.get("silver.events")
+SILVER_RULES = SILVER.sink.rules
 
 GOOD = (
     '{"event_id":"g-1","event_type":"order","event_time":"2026-11-01T10:00:00Z","user_id":"u-1",'
@@ -103,7 +104,7 @@ def test_bad_rows_are_quarantined_with_their_reasons_and_good_rows_pass(spark, f
 
     numbers = table_numbers(report, "silver.events")
     assert numbers["rows_quarantined"] == len(BAD) + 2 and numbers["duplicates_dropped"] == 1
-    expected_failures = {name: 0 for name in (r.name for r in ecommerce.SILVER_RULES)}
+    expected_failures = {name: 0 for name in (r.name for r in SILVER_RULES)}
     for _, reasons in BAD.values():
         for name in reasons:
             expected_failures[name] += 1
@@ -119,7 +120,7 @@ def _with_rules(rules: tuple[Rule, ...]):
     """The silver spec with other rules, applied by both its transform and its sink."""
 
     def transform(df):
-        return apply_rules(ecommerce.silver_transform(df).drop("_reasons", "_warnings"), rules)
+        return apply_rules(SILVER.transform(df).drop("_reasons", "_warnings"), rules)
 
     return replace(SILVER, transform=transform, sink=replace(SILVER.sink, rules=rules))
 
@@ -130,7 +131,7 @@ def test_warn_rule_keeps_and_counts_rows_and_fail_rule_stops_the_run(spark, fres
     run_table(spark, s, BRONZE)
     warn = Rule("small_basket", "quantity IS NULL OR quantity <= 3", "warn", "baskets over 3 items are unusual")
     fail = Rule("no_test_users", "user_id <> 'u-test'", "fail", "test users must never reach the lakehouse")
-    spec = _with_rules((*ecommerce.SILVER_RULES, warn, fail))
+    spec = _with_rules((*SILVER_RULES, warn, fail))
     report = run_table(spark, s, spec)
     numbers = table_numbers(report, "silver.events")
     assert table(spark, s, "silver.events").count() == len(GOOD), "warned rows are kept"
@@ -214,7 +215,7 @@ def test_blocking_check_stops_downstream_and_warning_check_does_not(spark, fresh
     s = fresh_settings
     generate(s.landing, rows=1500, files=2, seed=3)
     specs = []
-    for spec in ecommerce.SPECS:
+    for spec in ECOMMERCE:
         if spec.name == "bronze.events":  # a warning that fails: bronze has more than 10 rows
             spec = replace(spec, expectations=(row_count(max_rows=10, severity="warn"),))
         elif spec.name == "silver.events":  # an error that fails: generated quantities go up to 5

@@ -1,14 +1,14 @@
 """The clickstream dataset's transforms, each on a few hand-built rows with exact expected output.
 
-- `products_transform`: only well-formed catalog rows with an id and a version, in the catalog's columns.
-- `enrich_impressions` (stream-static join): landed impressions only, category from the catalog or 'unknown'.
-- `attribute_clicks` (stream-stream join): a click within 5 minutes after its impression, inclusive, with the
+- `products`: only well-formed catalog rows with an id and a version, in the catalog's columns.
+- `impressions` (stream-static join): landed impressions only, category from the catalog or 'unknown'.
+- `ad_clicks` (stream-stream join): a click within 5 minutes after its impression, inclusive, with the
   impression's user and the delay in milliseconds.
 - `clicks_by_category`, and the window specs (tumbling, sliding, session) as the gold specs use them.
 - Every transform's output has the columns and types of the table its spec writes; bronze and the customer
   change feed pass rows through unchanged.
 
-The transforms are taken from the specs (SPECS), so a spec wired to another function is caught too.
+The transforms are taken from the specs (the dataset's registry), so a spec wired to another function is caught too.
 """
 
 from __future__ import annotations
@@ -20,21 +20,23 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType, TimestampType
 
-from pipelines.datasets.clickstream.tables import (
-    AD_CLICKS,
-    CLICKS_BY_CATEGORY,
-    IMPRESSIONS,
-    IMPRESSIONS_10M,
-    IMPRESSIONS_SLIDING,
-    PRODUCTS,
-    SPECS,
-    USER_SESSIONS,
-    USER_VISITS,
-    VISITS,
-)
+from pipelines.authoring.discover import load_registry
+from pipelines.datasets.clickstream.tables import VISITS, user_visits
 from pipelines.spec.tables import TableSpec
 
 T = "2026-01-01 "  # the day every event of these tests happens on (UTC)
+
+REGISTRY = load_registry(["pipelines.datasets.clickstream"])
+SPECS = tuple(REGISTRY)
+# The tables' schemas are inferred with Spark on first use: only read them in tests (the `spark` fixture).
+PRODUCTS = REGISTRY.get("silver.products").output
+IMPRESSIONS = REGISTRY.get("silver.impressions").output
+AD_CLICKS = REGISTRY.get("gold.ad_clicks").output
+IMPRESSIONS_10M = REGISTRY.get("gold.impressions_10m").output
+IMPRESSIONS_SLIDING = REGISTRY.get("gold.impressions_sliding_10m").output
+USER_SESSIONS = REGISTRY.get("gold.user_sessions").output
+USER_VISITS = REGISTRY.get("gold.user_visits").output
+CLICKS_BY_CATEGORY = REGISTRY.get("gold.clicks_by_category").output
 
 
 def _spec(name: str) -> TableSpec:
@@ -223,7 +225,7 @@ def test_window_specs_merge_by_their_window_keys() -> None:
 
 def test_user_visits_summarize_per_user_into_the_visits_table(spark: SparkSession) -> None:
     # The visit logic itself is tested in tests/pipelines/transforms/test_stateful.py (it needs a stream).
-    assert _spec(USER_VISITS.name).transform is VISITS
+    assert "VISITS" in user_visits.__code__.co_names  # the table's function is the VisitSummary
     assert (VISITS.key, VISITS.time_column, VISITS.label_column, VISITS.amount_column, VISITS.gap_seconds) == (
         "user_id",
         "event_time",

@@ -8,7 +8,7 @@
 - gold event counts: events per type in 5-minute tumbling windows.
 - Every transform's output has the columns and types of the table its spec writes.
 
-The functions are taken from the specs (SPECS), so a spec wired to another function is caught too.
+The functions are taken from the specs (the dataset's registry), so a spec wired to another function is caught too.
 """
 
 from __future__ import annotations
@@ -21,18 +21,21 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType, TimestampType
 
-from pipelines.datasets.ecommerce.tables import (
-    BRONZE,
-    DAILY_REVENUE,
-    EVENT_COLUMNS,
-    EVENT_COUNTS,
-    QUARANTINE,
-    SILVER,
-    SPECS,
-)
+from pipelines.authoring.discover import load_registry
+from pipelines.datasets.ecommerce.tables import LANDED_SCHEMA
 from pipelines.spec.tables import TableSpec
 
 T = "2026-01-01 "  # the day most events of these tests happen on (UTC)
+
+REGISTRY = load_registry(["pipelines.datasets.ecommerce"])
+SPECS = tuple(REGISTRY)
+# The tables' schemas are inferred with Spark on first use: only read them in tests (the `spark` fixture).
+BRONZE = REGISTRY.get("bronze.events").output
+SILVER = REGISTRY.get("silver.events").output
+QUARANTINE = next(o for o in REGISTRY.get("silver.events").extra_outputs if o.name == "silver.events_quarantine")
+DAILY_REVENUE = REGISTRY.get("gold.daily_revenue").output
+EVENT_COUNTS = REGISTRY.get("gold.event_counts_5m").output
+EVENT_COLUMNS = tuple(LANDED_SCHEMA.names)
 
 
 def _spec(name: str) -> TableSpec:
@@ -63,10 +66,13 @@ def _shape(schema: StructType, names: list[str] | None = None) -> list[tuple[str
 
 # --- bronze ------------------------------------------------------------------------------------------------
 
-BRONZE_COLUMNS = ", ".join(
-    f"{f.name} {'int' if f.name == 'quantity' else 'long' if f.name == '_batch_id' else 'string'}"
-    for f in BRONZE.schema.fields
-)
+
+def _bronze_columns() -> str:
+    """The bronze columns as text (quantity int, _batch_id long), for `createDataFrame`."""
+    return ", ".join(
+        f"{f.name} {'int' if f.name == 'quantity' else 'long' if f.name == '_batch_id' else 'string'}"
+        for f in BRONZE.schema.fields
+    )
 
 
 def _bronze_row(**values: object) -> tuple:
@@ -101,7 +107,7 @@ def bronze(spark: SparkSession) -> DataFrame:
         _bronze_row(event_id="e4", event_time=T + "23:59:59", _rescued_data='{"coupon":"X"}', amount="-1.00"),
         _bronze_row(event_id="e5", _file_rejected="most lines are corrupt"),
     ]
-    return _typed(spark.createDataFrame(rows, BRONZE_COLUMNS), BRONZE.schema)
+    return _typed(spark.createDataFrame(rows, _bronze_columns()), BRONZE.schema)
 
 
 def test_bronze_keeps_every_landed_row_as_read(bronze: DataFrame) -> None:

@@ -22,7 +22,7 @@ from infra.sql.query import run_query
 from pipelines.datasets import default_registry
 from pipelines.datasets.clickstream.sample_data import generate_clickstream, write_json_lines
 from pipelines.datasets.ecommerce.sample_data import DEFAULT_START, generate
-from pipelines.datasets.ecommerce.tables import counts_5m_transform
+from pipelines.datasets.ecommerce.tables import event_counts_5m
 from pipelines.run.locks import lock_path, table_lock
 from pipelines.run.pipeline import run_pipeline
 from pipelines.run.runner import run_table
@@ -256,7 +256,7 @@ def test_implausible_time_without_a_late_table_is_counted_not_used(spark, fresh_
     registry = default_registry()
     counts = registry.get("gold.event_counts_5m")
     direct = replace(counts, output=replace(counts.output, name="gold.counts_from_bronze"), expectations=())
-    direct = replace(direct, source=TableSource("bronze.events"), transform=counts_5m_transform)
+    direct = replace(direct, source=TableSource("bronze.events"), transform=event_counts_5m)
     generate(s.landing, rows=300, files=1, seed=12)
     _land_lines(s, "future.json", [_event("future", "9999-12-31T23:59:59Z")])
     run_table(spark, s, registry.get("bronze.events"))

@@ -21,9 +21,9 @@ from pyspark.sql import functions as F
 from infra.errors import ConfigError
 from infra.settings import Settings
 from infra.spark import get_spark
+from pipelines.authoring.discover import load_registry
 from pipelines.datasets.clickstream import tables as cs
 from pipelines.datasets.clickstream.sample_data import make_clickstream, write_json_lines, write_products_csv
-from pipelines.datasets.clickstream.transforms import attribute_clicks
 from pipelines.io.checkpoints import committed_watermark_ms
 from pipelines.io.formats import table_format
 from pipelines.run.pipeline import run_pipeline
@@ -40,7 +40,9 @@ from tests.support.homes import make_settings
 
 DELAY_MS = 10 * ref.MINUTE_MS
 GAP_MS = cs.SESSION_GAP_SECONDS * 1000
-TABLES = tuple(out.name for spec in cs.SPECS for out in spec.outputs())
+CLICKSTREAM = load_registry(["pipelines.datasets.clickstream"])
+SPECS = tuple(CLICKSTREAM)
+TABLES = tuple(out.name for spec in SPECS for out in spec.outputs())
 VOLATILE = ("_ingested_at", "_batch_id", "_source_file", "file", "recorded_at")  # paths differ between homes
 
 
@@ -123,7 +125,7 @@ def _snapshots(spark, settings: Settings) -> dict[str, list[int]]:
 
 
 def _run(spark, settings: Settings) -> dict[str, RunReport]:
-    return {r.table: r for r in run_pipeline(spark, settings, Registry(cs.SPECS))}
+    return {r.table: r for r in run_pipeline(spark, settings, Registry(SPECS))}
 
 
 @pytest.fixture(scope="module")
@@ -348,10 +350,10 @@ def test_progress_metrics_reach_the_table_numbers(lake):
 
 def _spec(name: str, **kwargs) -> TableSpec:
     defaults = dict(
-        output=replace(cs.IMPRESSIONS_10M, name=name),
+        output=replace(CLICKSTREAM.get("gold.impressions_10m").output, name=name),
         layer="gold",
         description="test",
-        source=TableSource(cs.IMPRESSIONS.name),
+        source=TableSource(CLICKSTREAM.get("silver.impressions").output.name),
         transform=cs.TUMBLING,
         sink=AppendSink(),
     )
@@ -361,10 +363,10 @@ def _spec(name: str, **kwargs) -> TableSpec:
 def test_output_modes_the_query_or_sink_cannot_support_are_rejected_before_start(spark, lake):
     s = lake.inc
     with pytest.raises(ConfigError, match=r"gold.bad_update.*'update'.*AppendSink.*upsert"):
-        Registry([*cs.SPECS, _spec("gold.bad_update", output_mode="update", watermark=cs.EVENT_WATERMARK)])
+        Registry([*SPECS, _spec("gold.bad_update", output_mode="update", watermark=cs.EVENT_TIME)])
     with pytest.raises(ConfigError, match=r"late_table needs a watermark"):
         Registry(
-            [*cs.SPECS, _spec("gold.bad_late", extra_outputs=(late_output("gold.x_late"),), late_table="gold.x_late")]
+            [*SPECS, _spec("gold.bad_late", extra_outputs=(late_output("gold.x_late"),), late_table="gold.x_late")]
         )
     with pytest.raises(ConfigError, match=r"gold.bad_append.*'append'.*without watermark.*declare a watermark"):
         run_table(spark, s, _spec("gold.bad_append"))
@@ -378,13 +380,15 @@ def test_output_modes_the_query_or_sink_cannot_support_are_rejected_before_start
             s,
             _spec(
                 "gold.bad_join",
-                output=replace(cs.AD_CLICKS, name="gold.bad_join"),
-                transform=attribute_clicks,
+                output=replace(CLICKSTREAM.get("gold.ad_clicks").output, name="gold.bad_join"),
+                transform=cs.ad_clicks,
                 sink=UpsertSink(keys=("click_id",)),
                 output_mode="update",
-                watermark=cs.EVENT_WATERMARK,
+                watermark=cs.EVENT_TIME,
                 secondary_sources=(
-                    TableSource(cs.BRONZE_CLICKS.name, watermark=Watermark("event_time", "10 minutes")),
+                    TableSource(
+                        CLICKSTREAM.get("bronze.clicks").output.name, watermark=Watermark("event_time", "10 minutes")
+                    ),
                 ),
             ),
         )
@@ -408,7 +412,7 @@ def test_merge_sinks_are_idempotent_when_a_batch_is_replayed(spark, lake, tmp_pa
     assert rows_of(table(spark, s, windows)) == before
 
     customers = rows_of(table(spark, s, "silver.customers")), rows_of(table(spark, s, "silver.customers_history"))
-    spec = next(spec for spec in cs.SPECS if spec.name == "silver.customers")
+    spec = next(spec for spec in SPECS if spec.name == "silver.customers")
     source, cdc = spec.source, spec.sink
     changes = spark.read.schema(source.schema).json([str(p) for p in lake.files[0]["customer_changes"]])
     changes = changes.withColumn("_corrupt_record", F.lit(None).cast("string"))

@@ -21,7 +21,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from infra.errors import ConfigError
-from pipelines.datasets.ecommerce.tables import SILVER_RULES
+from pipelines.authoring.discover import load_registry
 from pipelines.spec.rules import (
     ACTIONS,
     REASONS_COLUMN,
@@ -33,6 +33,8 @@ from pipelines.spec.rules import (
     rule_failure_counts,
     time_range_condition,
 )
+
+SILVER_RULES = load_registry(["pipelines.datasets.ecommerce"]).get("silver.events").sink.rules
 
 
 def _timestamps(df: DataFrame, *columns: str) -> DataFrame:

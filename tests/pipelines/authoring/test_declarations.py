@@ -1,0 +1,149 @@
+"""Wrong declarations fail when the dataset is loaded, naming the file, line and function, and the fix."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from infra.errors import ConfigError
+from pipelines.authoring.build import resolve
+from pipelines.authoring.discover import load_registry
+from tests.support.packages import write_package
+
+_names = itertools.count()
+HEAD = """
+from pyspark.sql import functions as F
+import pipelines.authoring as tb
+
+tb.landing("bronze.{p}_raw", tb.files("{p}", "json", tb.schema("id string, at timestamp, n int")))
+"""
+
+
+def _load(tmp_path, body: str, files: dict[str, str] | None = None):
+    package = f"authoring_case_{next(_names)}"
+    text = HEAD.format(p=package) + body.replace("{p}", package)
+    write_package(tmp_path, package, {"tables.py": text, **(files or {})})
+    return package, load_registry([package])
+
+
+def _fails(tmp_path, body: str, *expected: str, files: dict[str, str] | None = None):
+    with pytest.raises(ConfigError) as caught:
+        _, registry = _load(tmp_path, body, files)
+        resolve(registry)
+    message = str(caught.value)
+    assert "\n" not in message
+    for text in expected:
+        assert text in message, message
+    return message
+
+
+def test_unknown_upstream_names_function_file_and_line(tmp_path):
+    body = """
+
+@tb.silver
+def clean(bronze_{p}_missing):
+    return bronze_{p}_missing
+"""
+    message = _fails(tmp_path, body, "tables.py:7, function clean", "bronze.", "_missing", "no dataset declares")
+    assert "known tables" in message
+
+
+def test_parameter_that_names_no_table(tmp_path):
+    _fails(tmp_path, "\n@tb.silver\ndef clean(rows):\n    return rows\n", "tables.py:6", "'rows'", "<layer>_<table>")
+
+
+def test_a_cycle_names_every_table_in_it(tmp_path):
+    body = """
+
+@tb.silver
+def a_{p}(silver_b_{p}, bronze_{p}_raw=tb.static):
+    return silver_b_{p}
+
+
+@tb.silver
+def b_{p}(silver_a_{p}):
+    return silver_a_{p}
+"""
+    _fails(tmp_path, body, "cycle", "function a_authoring", "function b_authoring", "tables.py:7", "tables.py:12")
+
+
+def test_two_functions_writing_one_table(tmp_path):
+    body = """
+
+@tb.silver(name="{p}")
+def first(bronze_{p}_raw):
+    return bronze_{p}_raw
+
+
+@tb.silver(name="{p}")
+def second(bronze_{p}_raw):
+    return bronze_{p}_raw
+"""
+    _fails(tmp_path, body, "tables.py:12, function second", "also declared at", "tables.py:7, function first")
+
+
+def test_a_declared_schema_is_a_contract(spark, tmp_path):
+    body = """
+
+@tb.silver(schema=tb.schema("id string, n bigint, _batch_id bigint"))
+def typed(bronze_{p}_raw):
+    return bronze_{p}_raw.select("id", "n")
+"""
+    _fails(tmp_path, body, "tables.py:7, function typed", "does not match", "n int", "n bigint")
+
+
+def test_a_dedupe_key_that_is_not_a_column(spark, tmp_path):
+    body = """
+
+@tb.silver(write=tb.dedupe("order_id", time="at"))
+def deduped(bronze_{p}_raw):
+    return bronze_{p}_raw
+"""
+    _fails(tmp_path, body, "tables.py:7, function deduped", "order_id", "dedupe needs")
+
+
+def test_expectation_above_the_table_decorator(tmp_path):
+    body = """
+
+@tb.expect_or_quarantine("has_id", "id IS NOT NULL")
+@tb.silver
+def clean(bronze_{p}_raw):
+    return bronze_{p}_raw
+"""
+    _fails(tmp_path, body, "function clean", "put the table decorator first")
+
+
+def test_a_sql_table_reading_nothing(tmp_path):
+    _fails(tmp_path, "", "empty.sql:1", "reads no table", files={"empty.sql": "-- keys: x\nSELECT 1 AS x\n"})
+
+
+def test_inferred_schemas_follow_the_functions(spark, tmp_path):
+    body = """
+
+@tb.silver(write=tb.dedupe("id", time="at"))
+@tb.expect_or_quarantine("positive", "n > 0")
+def clean(bronze_{p}_raw):
+    return bronze_{p}_raw.withColumn("doubled", F.col("n") * 2)
+"""
+    package, registry = _load(tmp_path, body)
+    bronze = registry.get(f"bronze.{package}_raw")
+    assert bronze.output.schema.names == [
+        "id", "at", "n", "_corrupt_record", "_rescued_data", "_file_rejected", "_source_file", "_ingested_at",
+        "_batch_id",
+    ]  # fmt: skip
+    assert bronze.output.partition_by == ("days(_ingested_at)",)
+    silver = registry.get("silver.clean")
+    assert [(f.name, f.dataType.simpleString()) for f in silver.output.schema.fields] == [
+        ("id", "string"), ("at", "timestamp"), ("n", "int"), ("doubled", "int"), ("_source_file", "string"),
+        ("_batch_id", "bigint"),
+    ]  # fmt: skip
+    quarantine = registry.get("silver.clean").extra_outputs[0]
+    assert quarantine.name == "silver.clean_quarantine"
+    assert quarantine.schema.names == ["id", "reasons", "raw_record", "_source_file", "_ingested_at", "_batch_id"]
+    assert [r.name for r in silver.sink.rules] == ["well_formed", "file_rejected", "no_rescued_data", "positive"]
+    assert [e.label for e in silver.expectations][:3] == [
+        "schema matches the spec",
+        "id unique",
+        f"row count <= 1.0x bronze.{package}_raw",
+    ]
