@@ -76,7 +76,7 @@ def _description(fn: Callable[..., Any] | None, given: str | None) -> str:
     return " ".join(doc.split("\n\n")[0].split()) if doc else ""
 
 
-def _options(layer: Layer, options: dict[str, Any], where: str) -> dict[str, Any]:
+def _options(options: dict[str, Any], where: str) -> dict[str, Any]:
     write = options.pop("write", None) or append()
     if not isinstance(write, Kind):
         raise DeclarationError(
@@ -127,7 +127,7 @@ def _declare(layer: Layer, fn: Callable[..., Any], options: dict[str, Any]) -> C
         source=source,
         rules=tuple(getattr(fn, _RULES, ())),
         description=description,
-        **_options(layer, options, where),
+        **_options(options, where),
     )
     record(declaration)
     setattr(fn, _DECLARED, declaration.name)
@@ -172,7 +172,7 @@ def landing(table: str, source: FileSource, **options: Any) -> None:
             module=caller_module(),
             source=source,
             description=description,
-            **_options(layer, options, where),  # type: ignore[arg-type]
+            **_options(options, where),  # type: ignore[arg-type]
         )
     )
 
