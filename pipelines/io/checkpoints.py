@@ -110,6 +110,24 @@ def committed_watermark_ms(checkpoint: Path) -> int:
     return int(batch_metadata(offsets[last]).get("batchWatermarkMs", 0))
 
 
+def late_events_watermark_ms(checkpoint: Path) -> int:
+    """The watermark (ms) Spark judges the input rows of the query's next batch against; 0 before any batch.
+
+    A stateful operator drops a row as late against the watermark of the batch *before* the one it runs in
+    (it evicts state against its own batch's): the `batchWatermarkMs` in `offsets/<n>` of the last committed
+    batch, or, when the last planned batch is re-run, of the batch before it. A run that ended with Spark's
+    no-data batch leaves both equal to `committed_watermark_ms`.
+    """
+    offsets = batch_files(checkpoint / "offsets")
+    if not offsets:
+        return 0
+    last = max(offsets)
+    previous = last if last in batch_files(checkpoint / "commits") else last - 1
+    if previous not in offsets:
+        return 0
+    return int(batch_metadata(offsets[previous]).get("batchWatermarkMs", 0))
+
+
 @dataclass(frozen=True)
 class SeenFile:
     """A file a file-source stream has planned into a batch, as its source log records it."""

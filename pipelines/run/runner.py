@@ -79,13 +79,15 @@ def trigger_for(spec: TableSpec) -> tuple[str, dict[str, Any]]:
     File sources use availableNow: everything landed so far, split by maxFilesPerTrigger, then stop.
     Iceberg sources use Trigger.Once: Iceberg 1.10's stream does not implement availableNow, and Spark's
     wrapper for it fails for good once the stream's first snapshot is expired by maintenance. Once has the
-    same bounded semantics, except that it never runs the no-data batch that emits windows closed by the
-    watermark; stateful queries with a watermark in append mode are therefore drained instead (run until
-    all available data, including that no-data batch, is processed, then stopped).
+    same bounded semantics, except that it never runs the no-data batch that moves the watermark: the one
+    that emits windows closed by it (append mode) and after which late rows are judged (Spark judges a
+    batch's rows against the previous batch's watermark). Watermarked queries are therefore drained (run
+    until all available data, including that no-data batch, is processed, then stopped), so that they judge
+    and emit exactly as the same query under availableNow.
     """
     if isinstance(spec.source, FileSource):
         return "availableNow", {"availableNow": True}
-    if spec.watermark is not None and spec.output_mode == "append":
+    if spec.watermark is not None:
         return "drain", {"processingTime": "0 seconds"}
     return "once", {"once": True}
 

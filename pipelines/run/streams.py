@@ -18,9 +18,10 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StringType, StructField, StructType, TimestampType
 
 from infra.settings import Settings
-from pipelines.io.checkpoints import committed_watermark_ms
+from pipelines.io.checkpoints import late_events_watermark_ms
 from pipelines.io.formats import TableFormat
 from pipelines.io.sources import check_landing, read_table
+from pipelines.spec.plans import late_bounds
 from pipelines.spec.rules import time_range_condition
 from pipelines.spec.tables import FileSource, OutputTable, StaticSource, TableSource, TableSpec, Watermark
 from pipelines.write.sinks import BatchContext
@@ -86,25 +87,30 @@ def query_frame(spark: SparkSession, settings: Settings, fmt: TableFormat, spec:
     With a late table the result has two struct columns, `_out` (a transform row) and `_late` (a late-table row);
     exactly one of them is set per row. `write_batch` splits them.
     """
-    watermark_ms = committed_watermark_ms(settings.checkpoint_for(spec.name)) if spec.late_table else 0
-    inputs: list[DataFrame] = []
-    late_parts: list[DataFrame] = []
-    for index, (name, df, watermark) in enumerate(_inputs(spark, settings, fmt, spec)):
-        if watermark is None:  # a static table, or a stream without event time
-            inputs.append(df)
-            continue
-        if spec.late_table:
-            event_time = F.col(watermark.column)
-            # Behind the watermark, or implausible (it would move the watermark): kept in the late table.
-            diverted = (event_time < F.timestamp_millis(F.lit(watermark_ms))) | ~in_time_range(watermark)
-            late_parts.append(_late_rows(df.filter(diverted), name, watermark.column, watermark_ms))
-            df = df.filter(event_time.isNull() | ~diverted)
-        else:
-            df = guard_time_range(df, watermark, f"_{index}")
-        inputs.append(df.withWatermark(watermark.column, watermark.delay))
-    out = spec.transform(*inputs)
+    inputs = _inputs(spark, settings, fmt, spec)
     if not spec.late_table:
-        return out
+        guarded = [
+            df if wm is None else guard_time_range(df, wm, f"_{i}").withWatermark(wm.column, wm.delay)
+            for i, (_, df, wm) in enumerate(inputs)
+        ]
+        return spec.transform(*guarded)
+    watermark_ms = late_events_watermark_ms(settings.checkpoint_for(spec.name))
+    watermark = F.timestamp_millis(F.lit(watermark_ms))
+    plausible = [df if wm is None else df.filter(~_implausible(wm)) for _, df, wm in inputs]
+    # Plan the transform once to read which rows its stateful operators would drop (pipelines.spec.plans).
+    probe = spec.transform(*[_watermarked(df, wm) for df, (_, _, wm) in zip(plausible, inputs, strict=True)])
+    bounds = late_bounds(probe, plausible, [None if wm is None else wm.column for _, _, wm in inputs])
+    fed: list[DataFrame] = []
+    late_parts: list[DataFrame] = []
+    for (name, df, wm), judged in zip(inputs, bounds, strict=True):
+        if wm is None:  # a static table, or a stream without event time
+            fed.append(df)
+            continue
+        dropped = (F.greatest(*judged) if len(judged) > 1 else judged[0]) <= watermark if judged else F.lit(False)
+        diverted = _implausible(wm) | F.coalesce(dropped, F.lit(False))
+        late_parts.append(_late_rows(df.filter(diverted), name, wm.column, watermark_ms))
+        fed.append(_watermarked(df.filter(~diverted), wm))
+    out = spec.transform(*fed)
     late_type = StructType(LATE_SCHEMA.fields[:-1])
     combined = out.select(F.struct(*out.columns).alias(OUT_COLUMN), F.lit(None).cast(late_type).alias(LATE_COLUMN))
     for late in late_parts:
@@ -112,6 +118,15 @@ def query_frame(spark: SparkSession, settings: Settings, fmt: TableFormat, spec:
             late.select(F.lit(None).cast(out.schema).alias(OUT_COLUMN), F.struct(*late.columns).alias(LATE_COLUMN))
         )
     return combined
+
+
+def _implausible(watermark: Watermark) -> Column:
+    """Rows with an event time that would move the watermark implausibly (they go to the late table)."""
+    return F.col(watermark.column).isNotNull() & ~in_time_range(watermark)
+
+
+def _watermarked(df: DataFrame, watermark: Watermark | None) -> DataFrame:
+    return df if watermark is None else df.withWatermark(watermark.column, watermark.delay)
 
 
 def _inputs(

@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from infra.errors import ConfigError
+from pipelines.spec.plans import grouped_without_event_time, has_watermark
 from pipelines.spec.tables import StaticSource, TableSource, TableSpec
 
 if TYPE_CHECKING:
@@ -31,8 +32,8 @@ _SINK_FOR_MODE = {
 _HINTS = (
     (
         "without watermark",
-        "declare a watermark (TableSpec.watermark) so windows can close, or use output_mode='update' with "
-        "an upsert sink",
+        "declare a watermark on the event-time column (watermark=('event_time', '10 minutes')) so windows can "
+        "close, or write it with an upsert (update mode)",
     ),
     ("no streaming aggregations", "complete mode re-emits a whole aggregate; use 'append' for this query"),
     ("not supported in Update output mode", "a stream-stream join emits each match once: use 'append'"),
@@ -82,21 +83,58 @@ def check_spec_modes(spec: TableSpec) -> None:
 
 
 def check_query_mode(spec: TableSpec, df: DataFrame) -> None:
-    """Run Spark's streaming plan checker for the spec's output mode; raise ConfigError before the query starts."""
+    """Run Spark's streaming plan checker for the spec's output mode; raise ConfigError before the query starts.
+
+    The message names the cause, not the first rule Spark tripped on: a query no output mode can stream
+    (a distinct aggregation) says so, and an aggregation that groups watermarked rows by no event-time column
+    says that a window is missing, not a watermark.
+    """
+    reason = _refusal(df, spec.output_mode)
+    if reason is None:
+        return
+    name = spec.name
+    others = {mode: _refusal(df, mode) for mode in OUTPUT_MODES if mode != spec.output_mode}
+    if any("Distinct aggregations" in r for r in (reason, *others.values()) if r):
+        raise ConfigError(
+            f"table {name!r}: this query cannot run as a stream in any output mode: a distinct aggregation "
+            "(count(DISTINCT ...), countDistinct) cannot be kept up to date from appended rows; compute it in a "
+            "table declared with write=tb.recompute(by=<its group columns>), which re-aggregates each touched "
+            "group over all its rows, or use approx_count_distinct()"
+        )
+    groups = grouped_without_event_time(df)
+    append = reason if spec.output_mode == "append" else others["append"]
+    if groups is not None and append and "without watermark" in append and has_watermark(df):
+        keys = ", ".join(groups) or "nothing (one total)"
+        time = spec.watermark.column if spec.watermark else "event_time"
+        raise ConfigError(
+            f"table {name!r}: the query groups watermarked rows by {keys} without an event-time window, so no "
+            f"group is ever final and append mode cannot write it; group by a window as well "
+            f"(F.window('{time}', '10 minutes')), or keep this table's rows as they are and aggregate them in "
+            f"a second table declared with write=tb.recompute(by={tuple(groups)!r})"
+        )
+    hint = next((h for marker, h in _HINTS if marker in reason), "change the output mode or the query")
+    if all(others.values()):
+        raise ConfigError(
+            f"table {name!r}: no output mode can stream this query ({spec.output_mode}: {reason}); {hint}"
+        )
+    raise ConfigError(
+        f"table {name!r}: output mode {spec.output_mode!r} is not possible for this query: {reason}; {hint}"
+    )
+
+
+def _refusal(df: DataFrame, mode: str) -> str | None:
+    """Spark's reason for refusing to stream `df` in `mode`, or None when the plan checker accepts it."""
     from py4j.protocol import Py4JJavaError
     from pyspark.errors import AnalysisException
 
     jvm = df.sparkSession._jvm
-    mode = getattr(jvm.org.apache.spark.sql.streaming.OutputMode, spec.output_mode.capitalize())()
+    output_mode = getattr(jvm.org.apache.spark.sql.streaming.OutputMode, mode.capitalize())()
     checker = jvm.org.apache.spark.sql.catalyst.analysis.UnsupportedOperationChecker
     try:
-        checker.checkForStreaming(df._jdf.queryExecution().analyzed(), mode)
+        checker.checkForStreaming(df._jdf.queryExecution().analyzed(), output_mode)
     except (Py4JJavaError, AnalysisException) as exc:
-        reason = _reason(exc)
-        hint = next((h for marker, h in _HINTS if marker in reason), "change the output mode or the query")
-        raise ConfigError(
-            f"table {spec.name!r}: output mode {spec.output_mode!r} is not possible for this query: {reason}; {hint}"
-        ) from None
+        return _reason(exc)
+    return None
 
 
 def _reason(exc: Exception) -> str:
