@@ -65,7 +65,7 @@ def files(
 
 
 def watermark(column: str, delay: str, earliest: str = "1970-01-01", max_future: str = "1 day") -> Watermark:
-    """Event time and how late rows may come before windows close (rows behind it go to the late table)."""
+    """Event time and how late rows may come before windows close (rows Spark would drop go to the late table)."""
     return Watermark(column, delay, earliest, max_future)
 
 
@@ -143,7 +143,7 @@ def _layer(layer: Layer) -> Callable[..., Any]:
     decorator.__name__ = layer
     decorator.__doc__ = (
         f"Declare a {layer} table from the decorated function. Options: name, write (a kind; default append()), "
-        "source (files(...)), keys, watermark, late (a `<table>_late` table for rows behind the watermark), "
+        "source (files(...)), keys, watermark, late (a `<table>_late` table for the rows Spark would drop as late), "
         "partition_by, schema (a contract), checks (dataset expectations), description, maintenance."
     )
     return decorator

@@ -1,14 +1,13 @@
 """Query inputs beyond one source: secondary streams, reference tables, and the late-data split.
 
-Late data. A watermarked query drops rows that arrive behind its watermark. Tributary diverts them instead:
-when a run starts it reads the watermark the query's checkpoint will use for its next batch (the commit log's
-`nextBatchWatermarkMs`, or the pending batch's own watermark if that batch is re-run), and splits every
-watermarked input of the query in two. Rows at or after that watermark (or without event time) feed the query;
-rows behind it go, unchanged and as JSON, to the spec's `late_table`. Both halves are one streaming query
-(a union), so they share a checkpoint, a micro-batch and its idempotent commit. Because the split watermark is
-never ahead of the one Spark uses to drop rows, Spark drops nothing itself; should a run have more than one data
-batch (a crash replay, or an upstream committing while the run is in progress), rows Spark drops are still
-counted (`rows_dropped_by_watermark`). See docs/streaming.md.
+Late data. A watermarked query drops rows that arrive too late. Tributary diverts exactly those instead: when a
+run starts it reads the watermark Spark judges the run's first batch against (the previous batch's), plans the
+transform once to learn what each stateful operator judges (a window's end, a session's end, a row's time:
+pipelines.spec.plans), and splits every watermarked input of the query in two. Rows Spark would keep (or
+without event time) feed the query; the rest go, unchanged and as JSON, to the spec's `late_table`. Both
+halves are one streaming query (a union), so they share a checkpoint, a micro-batch and its idempotent
+commit. Rows Spark still drops itself (closed windows of a sliding-window row that reached an open one; a
+second data batch in one run) are counted as `rows_dropped_by_watermark`. See docs/streaming.md.
 """
 
 from __future__ import annotations

@@ -184,7 +184,7 @@ class TableSpec:
     # Further inputs: streams (TableSource, with their own watermark) and reference tables (StaticSource). The
     # transform is then called as transform(main, *secondary) in this order; see docs/streaming.md.
     secondary_sources: tuple[TableSource | StaticSource, ...] = ()
-    # An extra output that receives input rows behind the watermark instead of losing them (docs/streaming.md).
+    # An extra output that receives the input rows Spark would drop as late instead of losing them (docs/streaming.md).
     late_table: str | None = None
     # Dataset-level data-quality expectations (pipelines/spec/expectations.py), run as Dagster asset checks.
     expectations: tuple[Expectation, ...] = ()

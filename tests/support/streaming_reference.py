@@ -4,7 +4,10 @@ No Spark and no project code: a run is the list of files landed before it, and e
 documented semantics (docs/streaming.md):
 
 * the watermark a run's batch uses is max(event time seen in earlier runs) - delay (0 before any data; for a
-  join, the smaller of the two streams' watermarks); a row with event time behind it is late;
+  join, the smaller of the two streams' watermarks); a row with event time behind it is late. Spark's own
+  rule is per query (a window's or session's end, a join row's time: docs/streaming.md); the stragglers of
+  this data set are behind every window, session and join partner, so this one rule gives the same answer
+  for every query here (tests/pipelines/run/test_late_rows.py checks the per-query rules against Spark);
 * windows: tumbling [k*size, (k+1)*size), sliding every `slide`, sessions closed by a gap of inactivity;
   append mode writes a window once the final watermark reaches its end, update mode has every window;
 * a click is attributed when impression_time <= click_time <= impression_time + 5 minutes;

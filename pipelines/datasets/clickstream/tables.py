@@ -10,7 +10,7 @@
                                                       ─► gold.user_visits (applyInPandasWithState, timeout)
     landing/customer_changes ─► silver.customers (SCD1) + silver.customers_history (SCD2), MERGE per batch
 
-Every watermarked gold table diverts rows behind its watermark to `<table>_late` (docs/streaming.md).
+Every watermarked gold table diverts the rows Spark would drop as late to `<table>_late` (docs/streaming.md).
 """
 
 from __future__ import annotations
