@@ -171,6 +171,16 @@ def late_bounds(out: DataFrame, inputs: list[DataFrame], time_columns: list[str 
     means its rows are never dropped. `time_columns[i]` is input i's watermarked time column (None for a static
     input, which is never late); a bound that cannot be written on the input's columns falls back to it.
     """
+    from py4j.protocol import Py4JError
+    from pyspark.sql import functions as F
+
+    try:
+        return _late_bounds(out, inputs, time_columns)
+    except Py4JError:  # a plan shape this reader does not know: judge each stream by its time column
+        return [[F.col(time)] if time else [] for time in time_columns]
+
+
+def _late_bounds(out: DataFrame, inputs: list[DataFrame], time_columns: list[str | None]) -> list[list[Column]]:
     from pyspark.sql import Column
     from pyspark.sql import functions as F
 
