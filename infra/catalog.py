@@ -11,9 +11,13 @@ import os
 from functools import lru_cache
 
 from pyiceberg.catalog.sql import SqlCatalog
+from sqlalchemy.exc import DBAPIError
 
 from infra.errors import ConfigError
 from infra.settings import Settings
+
+_OPEN_ATTEMPTS = 3
+_CREATED_MEANWHILE = ("already exists", "duplicate key value")  # SQLite, PostgreSQL
 
 
 def sqlalchemy_uri(settings: Settings) -> str:
@@ -33,12 +37,17 @@ def _open(settings: Settings) -> SqlCatalog:
     if settings.uses_sqlite:
         settings.catalog_db.parent.mkdir(parents=True, exist_ok=True)
     settings.warehouse.mkdir(parents=True, exist_ok=True)
-    # SqlCatalog creates iceberg_tables / iceberg_namespace_properties if they are missing.
-    return SqlCatalog(
-        settings.catalog_name,
-        uri=sqlalchemy_uri(settings),
-        warehouse=settings.warehouse.as_uri(),
-    )
+    # SqlCatalog creates iceberg_tables / iceberg_namespace_properties if they are missing. Processes that open
+    # a new catalog at once (two runs started together, Dagster's code server and a run) all see them missing
+    # and all create them; the ones that lose find them made, so they open it again.
+    for attempt in range(_OPEN_ATTEMPTS):
+        try:
+            uri, warehouse = sqlalchemy_uri(settings), settings.warehouse.as_uri()
+            return SqlCatalog(settings.catalog_name, uri=uri, warehouse=warehouse)
+        except DBAPIError as exc:
+            if attempt == _OPEN_ATTEMPTS - 1 or not any(m in str(exc) for m in _CREATED_MEANWHILE):
+                raise
+    raise AssertionError("unreachable")
 
 
 @lru_cache(maxsize=8)
