@@ -89,7 +89,7 @@ def query_frame(spark: SparkSession, settings: Settings, fmt: TableFormat, spec:
     inputs = _inputs(spark, settings, fmt, spec)
     if not spec.late_table:
         guarded = [
-            df if wm is None else guard_time_range(df, wm, f"_{i}").withWatermark(wm.column, wm.delay)
+            df if wm is None else _watermarked(guard_time_range(df, wm, f"_{i}"), wm)
             for i, (_, df, wm) in enumerate(inputs)
         ]
         return spec.transform(*guarded)
