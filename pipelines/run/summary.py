@@ -42,6 +42,8 @@ def table_numbers(report: RunReport, table: str) -> dict[str, Any]:
             batch_ms_total=sum(report.batch_durations_ms),
             rows_late=report.metrics.get("rows_late", 0),
         )
+        # Where the run's time went, one plottable number per stage (e.g. seconds_plan, seconds_batch_append).
+        numbers.update({f"seconds_{stage.replace('.', '_')}": value for stage, value in report.stages.items()})
         if report.watermark:
             numbers["watermark"] = report.watermark
         if f"{report.table}{FILES_SUFFIX}" in report.tables:  # a file-source run: always present, so Dagster plots 0s

@@ -18,6 +18,7 @@ from pyspark.sql import functions as F
 
 from infra.errors import PipelineError
 from infra.identifiers import check_column_names
+from infra.stopwatch import Stopwatch
 from pipelines.io.checkpoints import query_id
 from pipelines.io.formats import TableFormat
 from pipelines.spec.rules import REASONS_COLUMN, WARNINGS_COLUMN, Rule, passes_rules, rule_failure_counts
@@ -40,6 +41,8 @@ class BatchContext:
     metrics: Counter[str] = field(default_factory=Counter)
     # Health of the landed files this run wrote (pipelines.write.file_health.FileHealth), shared across batches.
     files: list = field(default_factory=list)
+    # Where the run's time goes (shared across batches): appends and commit lookups are timed here.
+    clock: Stopwatch = field(default_factory=Stopwatch)
     _committed: dict[str, set[int]] = field(default_factory=dict)
 
     @property
@@ -50,7 +53,8 @@ class BatchContext:
     def already_committed(self, table: str) -> bool:
         """Whether this batch was already committed to `table` by this writer (a replay after a crash)."""
         if table not in self._committed:
-            self._committed[table] = self.fmt.committed_batches(self.spark, table, self.writer)
+            with self.clock.stage("batch.commit_lookup"):
+                self._committed[table] = self.fmt.committed_batches(self.spark, table, self.writer)
         return self.batch_id in self._committed[table]
 
     def append(self, df: DataFrame, table: str) -> int:
@@ -59,7 +63,8 @@ class BatchContext:
             self.metrics["replayed_batches_skipped"] += 1
             run_without_output(df)
             return 0
-        added = self.fmt.append(df, table, self.writer, self.batch_id)
+        with self.clock.stage("batch.append"):
+            added = self.fmt.append(df, table, self.writer, self.batch_id)
         self._committed[table].add(self.batch_id)
         self.metrics[f"rows_written:{table}"] += added
         return added
