@@ -128,6 +128,31 @@ def late_events_watermark_ms(checkpoint: Path) -> int:
     return int(batch_metadata(offsets[previous]).get("batchWatermarkMs", 0))
 
 
+def caught_up_offsets(checkpoint: Path) -> set[tuple[int, int]] | None:
+    """The Iceberg end offsets (snapshot id, position) of the last batch the query at `checkpoint` committed, when
+    it owes nothing: no planned batch is uncommitted and no no-data batch is due (the watermark the last batch
+    committed for the next one equals the one it ran with). None before any batch and while something is owed.
+
+    Position is how many files of that snapshot's added data files the stream has read.
+    """
+    offsets = batch_files(checkpoint / "offsets")
+    if not offsets:
+        return None
+    last = max(offsets)
+    commits = batch_files(checkpoint / "commits")
+    if last not in commits:
+        return None
+    ran_with = int(batch_metadata(offsets[last]).get("batchWatermarkMs", 0))
+    if int(batch_metadata(commits[last]).get("nextBatchWatermarkMs", 0)) != ran_with:
+        return None
+    found = set()
+    for line in offsets[last].read_text().splitlines()[2:]:
+        value = json.loads(line) if line.startswith("{") else None
+        if isinstance(value, dict) and "snapshot_id" in value:
+            found.add((int(value["snapshot_id"]), int(value.get("position", 0))))
+    return found
+
+
 @dataclass(frozen=True)
 class SeenFile:
     """A file a file-source stream has planned into a batch, as its source log records it."""

@@ -15,6 +15,7 @@ from pyspark.sql.types import StructType
 from infra.errors import ConfigError, SetupError
 from infra.identifiers import validate_table_name
 from infra.settings import Settings
+from infra.sql.catalog import CatalogReader, Snapshot
 from pipelines.spec.tables import OutputTable
 
 WRITER_PROPERTY = "tributary.writer"
@@ -69,6 +70,14 @@ class TableFormat(Protocol):
         """Append `df` as one commit tagged with the writer and batch id; return the rows added."""
         ...
 
+    def current_snapshot(self, spark: SparkSession, name: str) -> Snapshot | None:
+        """The table's current snapshot (id and summary); None for a table never written."""
+        ...
+
+    def last_data_snapshot(self, spark: SparkSession, name: str) -> Snapshot | None:
+        """The newest snapshot that changed the table's rows (compactions skipped); None for a table never written."""
+        ...
+
     def stats(self, spark: SparkSession, name: str) -> TableStats:
         """Current snapshot, row count, data files and bytes."""
         ...
@@ -79,6 +88,7 @@ class IcebergFormat:
 
     def __init__(self, settings: Settings):
         self.catalog = settings.catalog_name
+        self.settings = settings
 
     def qualified(self, name: str) -> str:
         """`catalog.namespace.table` after validating the identifier."""
@@ -141,19 +151,53 @@ class IcebergFormat:
         ).collect()
         return sum(int(r.n or 0) for r in added)
 
-    def stats(self, spark: SparkSession, name: str) -> TableStats:
-        """Numbers from Iceberg metadata tables (no data scan)."""
+    def current_snapshot(self, spark: SparkSession, name: str) -> Snapshot | None:
+        """The current snapshot of the main branch, from the table's metadata file (no Spark job).
+
+        A catalog other than SQLite, or a warehouse not on the local file system, is asked through Spark instead.
+        """
+        if self.settings.uses_sqlite:
+            try:
+                return CatalogReader(self.settings).metadata(name).current
+            except ConfigError:  # metadata on object storage
+                pass
         qualified = self.qualified(name)
-        snap = spark.sql(f"SELECT snapshot_id FROM {qualified}.snapshots ORDER BY committed_at DESC LIMIT 1").collect()
-        files = spark.sql(
-            f"SELECT count(*) AS n, coalesce(sum(record_count), 0) AS r, "
-            f"coalesce(sum(file_size_in_bytes), 0) AS b FROM {qualified}.files"
-        ).collect()[0]
+        rows = spark.sql(
+            f"SELECT s.snapshot_id, s.parent_id, s.committed_at, s.summary FROM {qualified}.snapshots s "
+            f"JOIN {qualified}.refs r ON s.snapshot_id = r.snapshot_id WHERE r.name = 'main'"
+        ).collect()
+        if not rows:
+            return None
+        row = rows[0]
+        return Snapshot(row.snapshot_id, row.parent_id, int(row.committed_at.timestamp() * 1000), None, row.summary)
+
+    def last_data_snapshot(self, spark: SparkSession, name: str) -> Snapshot | None:
+        """The newest snapshot on the main branch that is not a `replace` (a compaction: same rows, new files).
+
+        Streams skip `replace` snapshots, so a consumer that read up to the snapshot before a compaction has read
+        everything. Without local metadata (object storage, another catalog) this is the current snapshot.
+        """
+        if not self.settings.uses_sqlite:
+            return self.current_snapshot(spark, name)
+        try:
+            metadata = CatalogReader(self.settings).metadata(name)
+        except ConfigError:
+            return self.current_snapshot(spark, name)
+        snapshot = metadata.current
+        while snapshot is not None and snapshot.operation == "replace" and snapshot.parent_id is not None:
+            snapshot = metadata.snapshots.get(int(snapshot.parent_id))
+        return snapshot
+
+    def stats(self, spark: SparkSession, name: str) -> TableStats:
+        """Numbers from the current snapshot's summary, which every Iceberg commit keeps up to date (no scan)."""
+        snapshot = self.current_snapshot(spark, name)
+        if snapshot is None:
+            return TableStats(snapshot_id=None, rows=0, data_files=0, bytes=0)
         return TableStats(
-            snapshot_id=snap[0].snapshot_id if snap else None,
-            rows=int(files.r),
-            data_files=int(files.n),
-            bytes=int(files.b),
+            snapshot_id=snapshot.snapshot_id,
+            rows=snapshot.count("total-records") or 0,
+            data_files=snapshot.count("total-data-files") or 0,
+            bytes=snapshot.count("total-files-size") or 0,
         )
 
 

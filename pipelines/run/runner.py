@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -12,6 +13,7 @@ from pyspark.sql import DataFrame, SparkSession
 
 from infra.errors import PipelineError, TributaryError, first_line
 from infra.settings import Settings
+from infra.stopwatch import Stopwatch
 from pipelines.io.checkpoints import pending_batch
 from pipelines.io.formats import TableFormat, TableStats, table_format
 from pipelines.io.landing import landing_folder
@@ -129,30 +131,45 @@ def run_table(spark: SparkSession, settings: Settings, spec: TableSpec) -> RunRe
     """Run `spec` incrementally: process everything available, commit, stop, and report.
 
     The table's writer lock is held for the whole run, so a second run of the same table (CLI or Dagster)
-    waits for this one (see `pipelines.run.locks`).
+    waits for this one (see `pipelines.run.locks`). The report's `stages` say where the time went: `lock`,
+    `checks` (upstreams, landed files), `skip_check`, `plan`, `prepare_tables`, `stream` (the query, including
+    its batches' `batch.write`, `batch.append` and `batch.commit_lookup`), `all_read` and `stats`.
     """
-    with table_lock(settings, spec.name, settings.lock_wait_seconds):
-        return _run_locked(spark, settings, spec)
+    clock = Stopwatch()
+    started = time.perf_counter()
+    with ExitStack() as held:
+        with clock.stage("lock"):
+            held.enter_context(table_lock(settings, spec.name, settings.lock_wait_seconds))
+        report = _run_locked(spark, settings, spec, clock, started)
+    report.stages = clock.rounded()
+    return report
 
 
-def _run_locked(spark: SparkSession, settings: Settings, spec: TableSpec) -> RunReport:
+def _run_locked(
+    spark: SparkSession, settings: Settings, spec: TableSpec, clock: Stopwatch, started: float
+) -> RunReport:
     fmt = table_format(settings)
     trigger_name, trigger = trigger_for(spec)
     report = RunReport(table=spec.name, trigger=trigger_name)
-    started = time.perf_counter()
     checkpoint = settings.checkpoint_for(spec.name)
     metrics: Counter[str] = Counter()
-    _check_upstreams(spark, fmt, spec)
     landed = None
-    if isinstance(spec.source, FileSource):
-        folder = landing_folder(settings, spec.source)
-        if not folder.is_dir():
-            report.note = f"nothing has landed yet: landing folder {folder} does not exist"
-        else:
-            landed = check_landed_files(settings, spec.source, spec.name, checkpoint)
+    with clock.stage("checks"):
+        _check_upstreams(spark, fmt, spec)
+        if isinstance(spec.source, FileSource):
+            folder = landing_folder(settings, spec.source)
+            if not folder.is_dir():
+                report.note = f"nothing has landed yet: landing folder {folder} does not exist"
+            else:
+                landed = check_landed_files(settings, spec.source, spec.name, checkpoint)
     try:
-        if streams.nothing_to_read(spark, settings, fmt, spec):  # no batch could run: skip the query
-            return _skipped(spark, fmt, spec, report, started)
+        with clock.stage("skip_check"):
+            nothing = streams.nothing_to_read(spark, settings, fmt, spec)
+        if nothing:  # no batch could run: skip the query
+            if landed is not None:
+                with clock.stage("all_read"):
+                    check_all_read(spec.name, landed, checkpoint)  # fingerprints files a killed run left unrecorded
+            return _skipped(spark, fmt, spec, report, started, clock)
     except TributaryError:
         raise
     except Exception as exc:
@@ -168,31 +185,39 @@ def _run_locked(spark: SparkSession, settings: Settings, spec: TableSpec) -> Run
                 headers = csv_headers(spec.source, list(landed_files(settings, spec.source).values()))
 
             def write_batch(df: DataFrame, batch_id: int, headers: CsvHeaders | None = headers) -> None:
-                ctx = BatchContext(spark, fmt, spec.name, checkpoint, batch_id, metrics, files)
-                write_micro_batch(ctx, df, spec, headers)
+                ctx = BatchContext(spark, fmt, spec.name, checkpoint, batch_id, metrics, files, clock)
+                with clock.stage("batch.write"):
+                    write_micro_batch(ctx, df, spec, headers)
 
             try:
-                progress.extend(_run_query(spark, settings, fmt, spec, trigger_name, trigger, write_batch, headers))
+                progress.extend(
+                    _run_query(spark, settings, fmt, spec, trigger_name, trigger, write_batch, clock, headers)
+                )
                 break
             except file_health.LandedDuringStart:
                 if attempt == _HEADER_RESTARTS:
                     raise
     if landed is not None:
-        check_all_read(spec.name, landed, checkpoint)
+        with clock.stage("all_read"):
+            check_all_read(spec.name, landed, checkpoint)
     _fill_from_progress(report, progress, streams.source_copies(spec))
     report.metrics = dict(metrics)
     report.files = files
+    with clock.stage("stats"):
+        report.tables = {out.name: fmt.stats(spark, out.name) for out in spec.outputs()}
     report.seconds = round(time.perf_counter() - started, 3)
-    for out in spec.outputs():
-        report.tables[out.name] = fmt.stats(spark, out.name)
     return report
 
 
-def _skipped(spark: SparkSession, fmt: TableFormat, spec: TableSpec, report: RunReport, started: float) -> RunReport:
-    prepare_tables(spark, fmt, spec)
+def _skipped(
+    spark: SparkSession, fmt: TableFormat, spec: TableSpec, report: RunReport, started: float, clock: Stopwatch
+) -> RunReport:
+    with clock.stage("prepare_tables"):
+        prepare_tables(spark, fmt, spec)
     report.skipped = True
+    with clock.stage("stats"):
+        report.tables = {out.name: fmt.stats(spark, out.name) for out in spec.outputs()}
     report.seconds = round(time.perf_counter() - started, 3)
-    report.tables = {out.name: fmt.stats(spark, out.name) for out in spec.outputs()}
     return report
 
 
@@ -217,13 +242,16 @@ def _run_query(
     trigger_name: str,
     trigger: dict[str, Any],
     write_batch: Any,
+    clock: Stopwatch,
     headers: CsvHeaders | None = None,
 ) -> list[dict[str, Any]]:
     """Start the spec's bounded query, wait for it to finish, and return its progress reports."""
     try:
-        stream = source_frame(spark, settings, fmt, spec, headers)
-        check_query_mode(spec, stream)  # a mode the query cannot support fails here, before anything is written
-        prepare_tables(spark, fmt, spec)
+        with clock.stage("plan"):
+            stream = source_frame(spark, settings, fmt, spec, headers)
+            check_query_mode(spec, stream)  # a mode the query cannot support fails here, before anything is written
+        with clock.stage("prepare_tables"):
+            prepare_tables(spark, fmt, spec)
         query = (
             stream.writeStream.queryName(f"tributary_{spec.name.replace('.', '_')}")
             .foreachBatch(write_batch)
@@ -237,11 +265,12 @@ def _run_query(
     except Exception as exc:
         raise PipelineError(f"table {spec.name}: could not start its stream: {first_line(exc)}") from exc
     try:
-        if trigger_name == "drain":
-            query.processAllAvailable()
-            query.stop()
-        else:
-            query.awaitTermination()
+        with clock.stage("stream"):
+            if trigger_name == "drain":
+                query.processAllAvailable()
+                query.stop()
+            else:
+                query.awaitTermination()
     except StreamingQueryException as exc:
         if _LANDED_DURING_START in str(exc):
             raise file_health.LandedDuringStart(f"table {spec.name}: a file landed while the run started") from exc

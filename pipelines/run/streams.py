@@ -16,8 +16,9 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StringType, StructField, StructType, TimestampType
 
+from infra.paths import canonical
 from infra.settings import Settings
-from pipelines.io.checkpoints import late_events_watermark_ms
+from pipelines.io.checkpoints import caught_up_offsets, late_events_watermark_ms, seen_files
 from pipelines.io.formats import TableFormat
 from pipelines.io.sources import check_landing, read_table
 from pipelines.spec.plans import late_bounds
@@ -168,20 +169,32 @@ def write_with_late_rows(ctx: BatchContext, df: DataFrame, spec: TableSpec) -> N
 
 
 def nothing_to_read(spark: SparkSession, settings: Settings, fmt: TableFormat, spec: TableSpec) -> bool:
-    """True when no stream of the spec has anything to read at all (empty landing folder, tables never written).
+    """True when the spec's query could not run a batch, so the runner need not start it: its inputs were never
+    written (an empty landing folder, tables without a snapshot), or nothing arrived since its last committed batch
+    and that batch owes nothing (no replay, no no-data batch; `caught_up_offsets`).
 
-    Such a run cannot produce a batch, so the runner skips starting the query. A missing upstream table is not
-    "nothing": the stream then fails with its own clear error.
+    Nothing arrived means: every landed file is in the stream's file log, and each table source's newest data
+    snapshot (compactions add no rows and are not streamed) is the one the last batch read to its end. A missing
+    upstream table is not "nothing": the stream then fails with its own clear error.
     """
     sources = [spec.source, *(s for s in spec.secondary_sources if isinstance(s, TableSource))]
+    checkpoint = settings.checkpoint_for(spec.name)
+    offsets = caught_up_offsets(checkpoint)
     for source in sources:
         if isinstance(source, FileSource):
-            if check_landing(settings, source, spec.name):
+            landed = check_landing(settings, source, spec.name)
+            if landed and (offsets is None or not {canonical(str(p)) for p in landed} <= seen_files(checkpoint).keys()):
                 return False
             continue
         qualified = fmt.qualified(source.table)
         if not spark.catalog.tableExists(qualified):
             return False
-        if spark.sql(f"SELECT 1 FROM {qualified}.snapshots LIMIT 1").collect():
+        snapshot = fmt.last_data_snapshot(spark, source.table)
+        if snapshot is None:
+            continue
+        if offsets is None or not any(
+            snapshot_id == snapshot.snapshot_id and position >= (snapshot.count("added-data-files") or 0)
+            for snapshot_id, position in offsets
+        ):
             return False
     return True

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from pipelines.datasets import default_registry
+from pipelines.datasets.clickstream.sample_data import generate_clickstream
 from pipelines.datasets.ecommerce.sample_data import DEFAULT_START, generate
+from pipelines.ops.maintenance.compaction import rewrite_data_files
 from pipelines.run.pipeline import run_pipeline
+from pipelines.run.runner import run_table
+from pipelines.spec.tables import MaintenancePolicy
 from tests.support.helpers import snapshot_ids, table
 from tests.support.reference import classify, load_landing
 
@@ -21,17 +26,43 @@ def _counts(spark, settings) -> dict[str, int]:
     return {n: table(spark, settings, n).count() for n in names}
 
 
+def _offsets(settings) -> dict[str, int]:
+    """Batches each table's stream has planned: a query that starts and finds nothing still writes none."""
+    root = settings.home / "checkpoints"
+    return {str(p.parent.relative_to(root)): len(list(p.iterdir())) for p in root.glob("*/*/offsets")}
+
+
 def test_rerun_without_new_files_writes_nothing(spark, fresh_settings):
     s = fresh_settings
     generate(s.landing, rows=3000, files=3, seed=11)
+    generate_clickstream(s.landing, impressions=400, files=2, seed=12)
     _run(spark, s)
-    before = snapshot_ids(spark, s)
-    counts = _counts(spark, s)
+    generate(s.landing, rows=300, files=1, seed=14)  # a second bronze commit, for the compaction below
+    _run(spark, s)
+    before, counts, offsets = snapshot_ids(spark, s), _counts(spark, s), _offsets(s)
     reports = _run(spark, s)
     assert snapshot_ids(spark, s) == before, "a no-op run must not create snapshots"
     assert _counts(spark, s) == counts
     assert all(r.rows_in == 0 for r in reports.values())
     assert all(r.rows_written(t) == 0 for r in reports.values() for t in r.tables)
+    # Nothing new anywhere, and every watermarked query ran its last no-data batch: no stream is even started.
+    assert [name for name, r in reports.items() if not r.skipped] == []
+    assert _offsets(s) == offsets
+    assert reports["silver.events"].tables["silver.events"].rows == counts["silver.events"]  # stats from metadata
+
+    # A compaction commits a replace snapshot (same rows, new files): still nothing for silver to read.
+    policy = replace(MaintenancePolicy(), min_input_files=2)
+    assert rewrite_data_files(spark, s, "bronze.events", policy)["rewritten_data_files_count"] >= 2
+    assert run_table(spark, s, default_registry().get("silver.events")).skipped
+
+    # One new file: its stream runs, and the tables downstream of it read exactly its rows.
+    more = generate(s.landing, rows=200, files=1, seed=13)
+    reports = _run(spark, s)
+    ran = {name for name, r in reports.items() if not r.skipped}
+    assert {"bronze.events", "silver.events", "gold.daily_revenue"} <= ran
+    assert not ran & {"bronze.impressions", "silver.impressions", "gold.ad_clicks"}
+    assert reports["bronze.events"].rows_in == more.lines
+    assert _counts(spark, s)["bronze.events"] == counts["bronze.events"] + more.lines
 
 
 def test_new_files_add_exactly_their_rows_and_resent_duplicates_are_dropped(spark, fresh_settings):
