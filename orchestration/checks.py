@@ -82,6 +82,8 @@ def check_metadata(result: CheckResult) -> dict[str, MetadataValue]:
     samples = {o.name: o.samples for o in failed if o.samples}
     if samples:
         values["samples"] = MetadataValue.json(samples)
+    if result.carried_over_at is not None:  # nothing it reads changed: the result of the run that checked it
+        values["carried_over_from"] = result.checked_at
     if result.notes:
         values["notes"] = "\n".join(result.notes)
     return as_metadata(values)

@@ -39,6 +39,15 @@ from pipelines.spec.rules import passes_rules
 from pipelines.spec.tables import FileSource, TableSpec
 from pipelines.write.sinks import QUARANTINE_IDENTITY, ValidateDedupeSink
 from quality.gx_runner import require_table
+from quality.inputs import (
+    carried_over,
+    code_version,
+    digest,
+    files_version,
+    position_version,
+    read_files_version,
+    snapshot_versions,
+)
 from quality.results import MAX_SAMPLES, CheckResult, Outcome, plain
 
 if TYPE_CHECKING:
@@ -139,6 +148,10 @@ def reconcile_pipeline(spark: SparkSession, settings: Settings, pipeline: Pipeli
     silver, sink = pipeline.silver, pipeline.sink
     for name in (pipeline.bronze.name, silver.name, sink.quarantine_table):
         require_table(spark, settings, name)
+    inputs = _pipeline_inputs(spark, settings, pipeline)
+    carried = carried_over(settings, silver.name, CHECK_NAME, inputs)
+    if carried is not None:
+        return carried
     keys = list(sink.keys)
     landed_outcome, notes = _landed_vs_bronze(spark, settings, pipeline)
 
@@ -212,7 +225,23 @@ def reconcile_pipeline(spark: SparkSession, settings: Settings, pipeline: Pipeli
         rows_checked=bronze_rows,
         engine="spark",
         notes=notes,
+        inputs=inputs,
     )
+
+
+def _pipeline_inputs(spark: SparkSession, settings: Settings, pipeline: Pipeline) -> dict[str, str]:
+    """What the pipeline reconciliation reads: three tables, silver's position, the landed and read files, and
+    the rules and transform that decide validity."""
+    silver, sink = pipeline.silver, pipeline.sink
+    source = pipeline.bronze.source
+    assert isinstance(source, FileSource)
+    return {
+        "rules": digest((sink.rules, sink.keys, sink.quarantine_columns, code_version(silver.transform))),
+        **snapshot_versions(spark, settings, [pipeline.bronze.name, silver.name, sink.quarantine_table]),
+        **position_version(settings, silver.name),
+        **files_version(pipeline.bronze.name, landed_files(settings, source)),
+        **read_files_version(settings, pipeline.bronze.name),
+    }
 
 
 def _key(row, keys: list[str]) -> str:
@@ -232,8 +261,17 @@ def reconcile_totals(spark: SparkSession, settings: Settings, spec: TableSpec) -
     if not spec.keys:
         raise ConfigError(f"table {spec.name}: totals_match_upstream needs the spec's keys to compare per key")
     fmt = table_format(settings)
-    for name in (spec.name, *(e.upstream for e in expectations if e.upstream)):
+    upstreams = sorted({e.upstream for e in expectations if e.upstream})
+    for name in (spec.name, *upstreams):
         require_table(spark, settings, name)
+    inputs = {
+        "suite": digest(expectations),
+        **snapshot_versions(spark, settings, [spec.name, *upstreams]),
+        **position_version(settings, spec.name),
+    }
+    carried = carried_over(settings, spec.name, CHECK_NAME, inputs)
+    if carried is not None:
+        return carried
     position = restart_position(spec.name, settings.checkpoint_for(spec.name))
     outcomes = [
         _totals_outcome(spark, settings, spec, exp, position.snapshot_id)
@@ -251,6 +289,7 @@ def reconcile_totals(spark: SparkSession, settings: Settings, spec: TableSpec) -
         rows_checked=stats.rows,
         engine="spark",
         notes=[f"{spec.name}'s stream has read its upstream up to snapshot {position.snapshot_id}"],
+        inputs=inputs,
     )
 
 

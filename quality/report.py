@@ -54,6 +54,11 @@ def render_report(results: list[CheckResult], source: Path | None = None) -> str
         lines.append(
             f"Checked {r.checked_at} with {r.engine or 'spark'}; snapshot {r.snapshot_id or '-'}; "
             f"rows {r.rows_checked if r.rows_checked is not None else '-'}; {r.seconds} s."
+            + (
+                f" Carried over at {r.carried_over_at}: nothing it reads has changed since."
+                if r.carried_over_at
+                else ""
+            )
         )
         lines += [
             "",

@@ -63,6 +63,11 @@ class CheckResult:
     rows_checked: int | None = None
     engine: str = ""
     notes: list[str] = field(default_factory=list)
+    # The versions of what the check read (quality.inputs): the same inputs give the same result, so a check whose
+    # inputs are unchanged since this result is not run again.
+    inputs: dict[str, str] = field(default_factory=dict)
+    # When this result was last carried over unchanged to a later run instead of re-running the check (None: fresh).
+    carried_over_at: str | None = None
 
     @property
     def passed(self) -> bool:
@@ -116,6 +121,15 @@ def save_result(settings: Settings, result: CheckResult) -> Path:
         fh.write(result.to_json())
     os.replace(tmp, target)
     return target
+
+
+def latest_result(settings: Settings, table: str, check: str) -> CheckResult | None:
+    """The persisted latest result of `check` on `table`, if any (an unreadable file counts as none)."""
+    path = results_dir(settings) / f"{table}.{check}.json"
+    try:
+        return CheckResult.from_json(path.read_text())
+    except (OSError, ValueError, TypeError, KeyError):
+        return None
 
 
 def load_results(settings: Settings) -> list[CheckResult]:

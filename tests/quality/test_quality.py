@@ -32,11 +32,13 @@ from pipelines.spec.expectations import between, row_count, unique
 from pipelines.spec.registry import Registry
 from pipelines.spec.rules import Rule, apply_rules
 from quality.gx_runner import validate_table
+from quality.inputs import carried_over
 from quality.reconcile import pipelines_of, reconcile_pipeline, reconcile_totals
 from quality.report import report_path
-from quality.results import load_results, save_result
+from quality.results import CheckResult, Outcome, load_results, save_result
 from quality.run import check_tables
 from tests.support.helpers import table
+from tests.support.homes import make_settings
 
 ECOMMERCE = load_registry(["pipelines.datasets.ecommerce"])
 BRONZE, SILVER = ECOMMERCE.get("bronze.events"), ECOMMERCE.get("silver.events")
@@ -160,13 +162,19 @@ def test_reconciliation_and_suites_catch_rows_changed_behind_the_pipeline(spark,
     assert set(failing) <= {("silver.events", "expectations_warn")}, failing
     assert [o.name for o in results["silver.events", "expectations_warn"].failed] == ["newest event_time within 1 day"]
     assert results["silver.events", "reconciliation"].passed and results["gold.daily_revenue", "reconciliation"].passed
+    assert all(r.inputs and r.carried_over_at is None for r in results.values())
+
+    # Nothing changed: every result is carried over, not re-run (a failed freshness check stays failed).
+    again = {(r.table, r.check): r for r in check_tables(spark, s, ECOMMERCE, ["silver.events", "gold.daily_revenue"])}
+    assert sorted(k for k, r in again.items() if r.carried_over_at is None) == []
+    assert {k: r.outcomes for k, r in again.items()} == {k: r.outcomes for k, r in results.items()}
 
     fmt_silver = f"{s.catalog_name}.silver.events"
     lost, doubled = [r.event_id for r in spark.table(fmt_silver).orderBy("event_id").limit(2).collect()]
     spark.sql(f"DELETE FROM {fmt_silver} WHERE event_id = '{lost}'")
     pipeline = pipelines_of(ECOMMERCE)[0]
     after_delete = reconcile_pipeline(spark, s, pipeline)
-    assert not after_delete.passed
+    assert not after_delete.passed and after_delete.carried_over_at is None
     balance = after_delete.outcomes[1]
     assert not balance.success and balance.unexpected_count == 1 and "1 rows lost" in balance.observed
     assert f"missing event_id={lost}" in after_delete.outcomes[3].samples
@@ -191,6 +199,25 @@ def test_reconciliation_and_suites_catch_rows_changed_behind_the_pipeline(spark,
     spark.table(gold).filter("currency = 'USD'").limit(1).writeTo(gold).append()  # a doubled gold row
     doubled_gold = reconcile_totals(spark, s, ECOMMERCE.get("gold.daily_revenue"))
     assert doubled_gold.outcomes[0].unexpected_count == eur_keys + 1
+
+
+def test_a_result_is_carried_over_only_for_the_same_inputs_and_never_a_passed_freshness(tmp_path):
+    s = make_settings(tmp_path)
+    fresh, rows = "newest event_time within 1 day", "row count at least 1"
+    inputs = {"suite": "a", "snapshot:silver.events": "7"}
+
+    def saved(fresh_ok: bool) -> None:
+        outcomes = [Outcome(rows, "warn", True), Outcome(fresh, "warn", fresh_ok)]
+        save_result(s, CheckResult("silver.events", "expectations_warn", "warn", "t0", 1.5, outcomes, inputs=inputs))
+
+    saved(fresh_ok=False)
+    carried = carried_over(s, "silver.events", "expectations_warn", dict(inputs), frozenset({fresh}))
+    assert carried is not None and carried.carried_over_at and carried.checked_at == "t0" and carried.seconds == 1.5
+    assert carried_over(s, "silver.events", "expectations_warn", {**inputs, "snapshot:silver.events": "8"}) is None
+    assert carried_over(s, "silver.events", "expectations", inputs) is None  # never checked
+    saved(fresh_ok=True)  # time alone can fail it now
+    assert carried_over(s, "silver.events", "expectations_warn", dict(inputs), frozenset({fresh})) is None
+    assert carried_over(s, "silver.events", "expectations_warn", dict(inputs)) is not None
 
 
 def test_quality_report_is_written_from_the_persisted_results(spark, fresh_settings):

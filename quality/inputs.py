@@ -1,0 +1,96 @@
+"""What a check reads, as versions: a check whose inputs have not changed since its last result is not run again.
+
+A check's result is a function of the table snapshots it reads, the stream positions it compares with, the landed
+files it counts and the suite it evaluates. Each is cheap to read (table metadata, checkpoint files, file
+listings), so a no-op run of the pipeline re-reads these versions instead of re-scanning the tables.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import replace
+from datetime import UTC, datetime
+from pathlib import Path
+from types import CodeType
+from typing import TYPE_CHECKING
+
+from infra.settings import Settings
+from pipelines.io.checkpoints import committed_files, restart_position
+from pipelines.io.formats import table_format
+from quality.results import CheckResult, latest_result
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+
+def digest(value: object) -> str:
+    """A short, stable digest of a value's repr (declared suites and rules are frozen dataclasses)."""
+    return hashlib.sha256(repr(value).encode()).hexdigest()[:16]
+
+
+def code_version(function: object) -> str:
+    """A digest of a Python function's compiled code, names and constants ("" for anything else), equal across
+    processes (nested code objects and sets are spelled out, not repr'd with addresses or hash order)."""
+    code = getattr(function, "__code__", None)
+    return "" if code is None else digest(_code_parts(code))
+
+
+def _code_parts(code: CodeType) -> tuple:
+    consts = []
+    for value in code.co_consts:
+        if isinstance(value, CodeType):
+            consts.append(_code_parts(value))
+        elif isinstance(value, frozenset):
+            consts.append(tuple(sorted(map(repr, value))))
+        else:
+            consts.append(value)
+    return (code.co_code, tuple(consts), code.co_names)
+
+
+def snapshot_versions(spark: SparkSession, settings: Settings, tables: list[str]) -> dict[str, str]:
+    """`snapshot:<table>` → the table's current snapshot id ("none" before its first commit)."""
+    fmt = table_format(settings)
+    out = {}
+    for table in tables:
+        snapshot = fmt.current_snapshot(spark, table)
+        out[f"snapshot:{table}"] = "none" if snapshot is None else str(snapshot.snapshot_id)
+    return out
+
+
+def position_version(settings: Settings, consumer: str) -> dict[str, str]:
+    """`position:<consumer>` → where the consumer's stream restarts (snapshot, batch, committed)."""
+    position = restart_position(consumer, settings.checkpoint_for(consumer))
+    return {f"position:{consumer}": f"{position.snapshot_id}/{position.batch_id}/{position.committed}"}
+
+
+def files_version(key: str, files: dict[str, Path]) -> dict[str, str]:
+    """`files:<key>` → a digest of each file's name, size and modification time."""
+    listed = []
+    for name, path in sorted(files.items()):
+        try:
+            stat = path.stat()
+            listed.append((name, stat.st_size, stat.st_mtime_ns))
+        except OSError:
+            listed.append((name, -1, -1))
+    return {f"files:{key}": digest(listed)}
+
+
+def read_files_version(settings: Settings, table: str) -> dict[str, str]:
+    """`read:<table>` → a digest of the files the table's stream has read in committed batches."""
+    return {f"read:{table}": digest(sorted(committed_files(settings.checkpoint_for(table))))}
+
+
+def carried_over(
+    settings: Settings, table: str, check: str, inputs: dict[str, str], clock_dependent: frozenset[str] = frozenset()
+) -> CheckResult | None:
+    """The latest result of `check` on `table` when it read exactly `inputs`, noted as carried over; else None.
+
+    `clock_dependent` names outcomes that also depend on the time (freshness): a result where one of them passed
+    is not carried over, since time alone can fail it; a failed one stays failed while the table is unchanged.
+    """
+    result = latest_result(settings, table, check)
+    if result is None or not result.inputs or result.inputs != inputs:
+        return None
+    if any(o.success and o.name in clock_dependent for o in result.outcomes):
+        return None
+    return replace(result, carried_over_at=datetime.now(UTC).isoformat(timespec="seconds"))
