@@ -263,6 +263,10 @@ class Settings:
                     f"{'file' if is_file else 'folder'} you can write, e.g. {_writable_suggestion(name, folder)}"
                 )
 
+    def require_platform_writable(self) -> None:
+        """`require_writable` for everything a pipeline run writes: home, warehouse, checkpoints, catalog database."""
+        self.require_writable("home", "warehouse", "checkpoints", *(("catalog_db",) if self.uses_sqlite else ()))
+
     def spark_sources(self) -> list[tuple[str, str, str]]:
         """(Spark key, the setting that decides it, its value) for every Spark key the user controls.
 

@@ -157,7 +157,7 @@ def get_spark(settings: Settings) -> SparkSession:
     cannot be written and settings Spark rejects at start-up raise `ConfigError` naming the setting.
     """
     global _active
-    settings.require_writable("home", "warehouse", "checkpoints", *(("catalog_db",) if settings.uses_sqlite else ()))
+    settings.require_platform_writable()
     with _lock:
         catalog = spark_catalog_conf(settings)
         if _active is not None:

@@ -99,7 +99,7 @@ def build_table_asset(spec: TableSpec, partitions: DailyPartitionsDefinition | N
                 backfill = backfill_days(spark.session(), settings, spec, start, end)
             else:
                 backfill = None
-                report = run_table(spark.session(), settings, spec)
+                report = run_table(spark.session, settings, spec)  # the session starts only if there is work
         except TributaryError as exc:
             raise no_retry_failure(exc) from exc
         if backfill is not None:
@@ -107,7 +107,7 @@ def build_table_asset(spec: TableSpec, partitions: DailyPartitionsDefinition | N
             return
         for line in report.file_problems():
             context.log.warning(line)
-        if partitioned:
+        if partitioned and not report.skipped:
             _log_changed_days(context, spark, settings, spec, partitions, started)
         for out in spec.outputs():
             yield MaterializeResult(asset_key=asset_key(out.name), metadata=report_metadata(report, out.name))

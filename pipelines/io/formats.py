@@ -15,7 +15,8 @@ from pyspark.sql.types import StructType
 from infra.errors import ConfigError, SetupError
 from infra.identifiers import validate_table_name
 from infra.settings import Settings
-from infra.sql.catalog import CatalogReader, Snapshot
+from infra.spark import get_spark
+from infra.sql.catalog import CatalogReader, Snapshot, TableMetadata
 from pipelines.spec.tables import OutputTable
 
 WRITER_PROPERTY = "tributary.writer"
@@ -70,15 +71,19 @@ class TableFormat(Protocol):
         """Append `df` as one commit tagged with the writer and batch id; return the rows added."""
         ...
 
-    def current_snapshot(self, spark: SparkSession, name: str) -> Snapshot | None:
+    def exists(self, spark: SparkSession | None, name: str) -> bool:
+        """Whether the table exists (`spark` None: without starting a session where the format can)."""
+        ...
+
+    def current_snapshot(self, spark: SparkSession | None, name: str) -> Snapshot | None:
         """The table's current snapshot (id and summary); None for a table never written."""
         ...
 
-    def last_data_snapshot(self, spark: SparkSession, name: str) -> Snapshot | None:
+    def last_data_snapshot(self, spark: SparkSession | None, name: str) -> Snapshot | None:
         """The newest snapshot that changed the table's rows (compactions skipped); None for a table never written."""
         ...
 
-    def stats(self, spark: SparkSession, name: str) -> TableStats:
+    def stats(self, spark: SparkSession | None, name: str) -> TableStats:
         """Current snapshot, row count, data files and bytes."""
         ...
 
@@ -151,44 +156,65 @@ class IcebergFormat:
         ).collect()
         return sum(int(r.n or 0) for r in added)
 
-    def current_snapshot(self, spark: SparkSession, name: str) -> Snapshot | None:
-        """The current snapshot of the main branch, from the table's metadata file (no Spark job).
+    def _local_metadata(self, name: str) -> TableMetadata | None:
+        """The table's metadata read from the SQLite catalog and its local metadata file, without a JVM; None when
+        that is not possible here (another catalog database, metadata on object storage)."""
+        if not self.settings.uses_sqlite:
+            return None
+        try:
+            return CatalogReader(self.settings).metadata(name)
+        except ConfigError:  # metadata on object storage
+            return None
+
+    def _session(self, spark: SparkSession | None) -> SparkSession:
+        return spark if spark is not None else get_spark(self.settings)
+
+    def exists(self, spark: SparkSession | None, name: str) -> bool:
+        """Whether the table exists; with a SQLite catalog, read from the catalog database (no JVM needed)."""
+        if self.settings.uses_sqlite and self.settings.catalog_db.is_file():
+            try:
+                return name in CatalogReader(self.settings).locations()
+            except ConfigError:
+                pass
+        return self._session(spark).catalog.tableExists(self.qualified(name))
+
+    def current_snapshot(self, spark: SparkSession | None, name: str) -> Snapshot | None:
+        """The current snapshot of the main branch, from the table's metadata file (no JVM needed).
 
         A catalog other than SQLite, or a warehouse not on the local file system, is asked through Spark instead.
         """
-        if self.settings.uses_sqlite:
-            try:
-                return CatalogReader(self.settings).metadata(name).current
-            except ConfigError:  # metadata on object storage
-                pass
+        metadata = self._local_metadata(name)
+        if metadata is not None:
+            return metadata.current
         qualified = self.qualified(name)
-        rows = spark.sql(
-            f"SELECT s.snapshot_id, s.parent_id, s.committed_at, s.summary FROM {qualified}.snapshots s "
-            f"JOIN {qualified}.refs r ON s.snapshot_id = r.snapshot_id WHERE r.name = 'main'"
-        ).collect()
+        rows = (
+            self._session(spark)
+            .sql(
+                f"SELECT s.snapshot_id, s.parent_id, s.committed_at, s.summary FROM {qualified}.snapshots s "
+                f"JOIN {qualified}.refs r ON s.snapshot_id = r.snapshot_id WHERE r.name = 'main'"
+            )
+            .collect()
+        )
         if not rows:
             return None
         row = rows[0]
         return Snapshot(row.snapshot_id, row.parent_id, int(row.committed_at.timestamp() * 1000), None, row.summary)
 
-    def last_data_snapshot(self, spark: SparkSession, name: str) -> Snapshot | None:
+    def last_data_snapshot(self, spark: SparkSession | None, name: str) -> Snapshot | None:
         """The newest snapshot on the main branch that is not a `replace` (a compaction: same rows, new files).
 
         Streams skip `replace` snapshots, so a consumer that read up to the snapshot before a compaction has read
         everything. Without local metadata (object storage, another catalog) this is the current snapshot.
         """
-        if not self.settings.uses_sqlite:
-            return self.current_snapshot(spark, name)
-        try:
-            metadata = CatalogReader(self.settings).metadata(name)
-        except ConfigError:
+        metadata = self._local_metadata(name)
+        if metadata is None:
             return self.current_snapshot(spark, name)
         snapshot = metadata.current
         while snapshot is not None and snapshot.operation == "replace" and snapshot.parent_id is not None:
             snapshot = metadata.snapshots.get(int(snapshot.parent_id))
         return snapshot
 
-    def stats(self, spark: SparkSession, name: str) -> TableStats:
+    def stats(self, spark: SparkSession | None, name: str) -> TableStats:
         """Numbers from the current snapshot's summary, which every Iceberg commit keeps up to date (no scan)."""
         snapshot = self.current_snapshot(spark, name)
         if snapshot is None:

@@ -4,10 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from pyspark.sql import SparkSession
-
 from infra.settings import Settings
-from pipelines.run.runner import RunReport, run_table
+from pipelines.run.runner import RunReport, Session, run_table
 from pipelines.spec.registry import Registry
 from pipelines.spec.tables import TableSpec
 
@@ -45,7 +43,7 @@ def select_specs(
 
 
 def run_pipeline(
-    spark: SparkSession,
+    spark: Session,
     settings: Settings,
     registry: Registry,
     tables: Iterable[str] | None = None,
@@ -55,6 +53,7 @@ def run_pipeline(
     """Run the named tables (default: all) upstream first; stop at the first failure.
 
     With `include_upstream`, the tables they read (transitively, see `with_upstream`) run first, each once.
+    Unless `spark` is a running session, it starts with the first table that has something to do (`run_table`).
     """
     return [
         run_table(spark, settings, spec) for spec in select_specs(registry, tables, include_upstream=include_upstream)

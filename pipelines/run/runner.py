@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
+from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from typing import Any
@@ -13,6 +14,7 @@ from pyspark.sql import DataFrame, SparkSession
 
 from infra.errors import PipelineError, TributaryError, first_line
 from infra.settings import Settings
+from infra.spark import get_spark
 from infra.stopwatch import Stopwatch
 from pipelines.io.checkpoints import pending_batch
 from pipelines.io.formats import TableFormat, TableStats, table_format
@@ -127,8 +129,16 @@ def write_micro_batch(ctx: BatchContext, df: DataFrame, spec: TableSpec, headers
         spec.sink.write(ctx, df)
 
 
-def run_table(spark: SparkSession, settings: Settings, spec: TableSpec) -> RunReport:
+# A SparkSession, a function that returns one (called only if the run needs a session), or None (the process's
+# session for the run's settings, `infra.spark.get_spark`, started only if needed).
+Session = SparkSession | Callable[[], SparkSession] | None
+
+
+def run_table(spark: Session, settings: Settings, spec: TableSpec) -> RunReport:
     """Run `spec` incrementally: process everything available, commit, stop, and report.
+
+    Unless `spark` is a running session, the session starts only if the run needs it: a run with nothing new, on a
+    SQLite catalog with local metadata, reads only files and metadata and starts no JVM.
 
     The table's writer lock is held for the whole run, so a second run of the same table (CLI or Dagster)
     waits for this one (see `pipelines.run.locks`). The report's `stages` say where the time went: `lock`,
@@ -137,6 +147,7 @@ def run_table(spark: SparkSession, settings: Settings, spec: TableSpec) -> RunRe
     """
     clock = Stopwatch()
     started = time.perf_counter()
+    settings.require_platform_writable()  # before the lock file is created under the checkpoints folder
     with ExitStack() as held:
         with clock.stage("lock"):
             held.enter_context(table_lock(settings, spec.name, settings.lock_wait_seconds))
@@ -145,10 +156,9 @@ def run_table(spark: SparkSession, settings: Settings, spec: TableSpec) -> RunRe
     return report
 
 
-def _run_locked(
-    spark: SparkSession, settings: Settings, spec: TableSpec, clock: Stopwatch, started: float
-) -> RunReport:
+def _run_locked(session: Session, settings: Settings, spec: TableSpec, clock: Stopwatch, started: float) -> RunReport:
     fmt = table_format(settings)
+    spark = session if isinstance(session, SparkSession) else None
     trigger_name, trigger = trigger_for(spec)
     report = RunReport(table=spec.name, trigger=trigger_name)
     checkpoint = settings.checkpoint_for(spec.name)
@@ -169,11 +179,12 @@ def _run_locked(
             if landed is not None:
                 with clock.stage("all_read"):
                     check_all_read(spec.name, landed, checkpoint)  # fingerprints files a killed run left unrecorded
-            return _skipped(spark, fmt, spec, report, started, clock)
+            return _skipped(session, settings, fmt, spec, report, started, clock)
     except TributaryError:
         raise
     except Exception as exc:
         raise PipelineError(f"table {spec.name}: could not start its stream: {first_line(exc)}") from exc
+    spark = started_session(session, settings)
     # Trigger.Once re-runs an interrupted batch and stops: a second query then reads what arrived since.
     queries = 2 if trigger_name == "once" and pending_batch(checkpoint) is not None else 1
     progress: list[dict[str, Any]] = []
@@ -209,11 +220,29 @@ def _run_locked(
     return report
 
 
+def started_session(session: Session, settings: Settings) -> SparkSession:
+    """The session `session` stands for, started now if need be."""
+    if isinstance(session, SparkSession):
+        return session
+    return session() if session is not None else get_spark(settings)
+
+
 def _skipped(
-    spark: SparkSession, fmt: TableFormat, spec: TableSpec, report: RunReport, started: float, clock: Stopwatch
+    session: Session,
+    settings: Settings,
+    fmt: TableFormat,
+    spec: TableSpec,
+    report: RunReport,
+    started: float,
+    clock: Stopwatch,
 ) -> RunReport:
     with clock.stage("prepare_tables"):
-        prepare_tables(spark, fmt, spec)
+        # Tables that exist were checked against the spec when written; a spec change is checked (and a declared
+        # column added) by the next run that writes.
+        spark = session if isinstance(session, SparkSession) else None
+        if not all(fmt.exists(spark, out.name) for out in spec.outputs()):
+            spark = started_session(session, settings)
+            prepare_tables(spark, fmt, spec)
     report.skipped = True
     with clock.stage("stats"):
         report.tables = {out.name: fmt.stats(spark, out.name) for out in spec.outputs()}
@@ -221,13 +250,11 @@ def _skipped(
     return report
 
 
-def _check_upstreams(spark: SparkSession, fmt: TableFormat, spec: TableSpec) -> None:
+def _check_upstreams(spark: SparkSession | None, fmt: TableFormat, spec: TableSpec) -> None:
     """Fail with one line when a table this spec reads has not been created yet."""
     sources = [spec.source, *spec.secondary_sources]
     for source in sources:
-        if isinstance(source, TableSource | StaticSource) and not spark.catalog.tableExists(
-            fmt.qualified(source.table)
-        ):
+        if isinstance(source, TableSource | StaticSource) and not fmt.exists(spark, source.table):
             raise PipelineError(
                 f"table {spec.name}: its upstream {source.table} does not exist yet; create it first with "
                 f"'tributary run {source.table}', or run 'tributary run --with-upstream {spec.name}'"

@@ -168,7 +168,7 @@ def write_with_late_rows(ctx: BatchContext, df: DataFrame, spec: TableSpec) -> N
         batch.unpersist()
 
 
-def nothing_to_read(spark: SparkSession, settings: Settings, fmt: TableFormat, spec: TableSpec) -> bool:
+def nothing_to_read(spark: SparkSession | None, settings: Settings, fmt: TableFormat, spec: TableSpec) -> bool:
     """True when the spec's query could not run a batch, so the runner need not start it: its inputs were never
     written (an empty landing folder, tables without a snapshot), or nothing arrived since its last committed batch
     and that batch owes nothing (no replay, no no-data batch; `caught_up_offsets`).
@@ -186,8 +186,7 @@ def nothing_to_read(spark: SparkSession, settings: Settings, fmt: TableFormat, s
             if landed and (offsets is None or not {canonical(str(p)) for p in landed} <= seen_files(checkpoint).keys()):
                 return False
             continue
-        qualified = fmt.qualified(source.table)
-        if not spark.catalog.tableExists(qualified):
+        if not fmt.exists(spark, source.table):
             return False
         snapshot = fmt.last_data_snapshot(spark, source.table)
         if snapshot is None:

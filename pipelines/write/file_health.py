@@ -193,13 +193,15 @@ def write_landed(ctx: BatchContext, df: DataFrame, spec: TableSpec, headers: Csv
         check_layouts(ctx, headers)
     batch = df.persist()
     try:
-        health = assess(ctx, batch, spec, headers)
+        with ctx.clock.stage("batch.file_health"):
+            health = assess(ctx, batch, spec, headers)
         check_evolution(ctx, spec, health)
         rows = stamp(batch.drop("_layout"), health)
         if spec.layer != "bronze":
             rows = rows.filter(F.col(REJECTED_COLUMN).isNull())
         rows = add_new_columns(ctx, spec, rows, health)
-        record(ctx, spec, health)
+        with ctx.clock.stage("batch.files_table"):
+            record(ctx, spec, health)
         spec.sink.write(ctx, spec.transform(rows))
     finally:
         batch.unpersist()

@@ -72,3 +72,12 @@ def test_demo_twice_adds_nothing(tmp_path):
         assert cells[-1] == rows[name][-1], f"{name} changed size on a re-run"
     # The runs are recorded in the Dagster instance the UI reads.
     assert any((tmp_path / "dagster").rglob("*.db"))
+
+    # Nothing new: `tributary run` decides that from files and metadata alone and never starts a JVM (with no
+    # Java reachable it would fail).
+    no_java = {**env, "JAVA_HOME": str(tmp_path / "no-java"), "PATH": str(Path(sys.executable).parent)}
+    noop = subprocess.run([TRIBUTARY, "run"], env=no_java, capture_output=True, text=True, timeout=120)
+    assert noop.returncode == 0, noop.stdout[-2000:] + noop.stderr[-2000:]
+    idle = _table_rows(noop.stdout)
+    assert set(idle) == set(rows)
+    assert all(cells[1] == "0" and cells[-1] == rows[name][-1] for name, cells in idle.items()), idle
