@@ -53,13 +53,15 @@ def _land_and_wait(dev: DagsterDev, settings: Settings, seed: int, rows: int) ->
     }
 
 
-def bench_freshness(settings: Settings, files: int = 3, rows_per_file: int = 2000) -> dict:
+def bench_freshness(settings: Settings, files: int = 5, rows_per_file: int = 2000) -> dict:
     """Land `files` files one by one (after one warm-up file) and time each from landing to gold.
 
     Returns medians and maxima in seconds: landing → gold commit, and its parts (sensor detection, queue, run).
     """
+    # The sensor runs at its default interval (what a user gets); the rest of QUICK_ENV keeps the runs small.
+    quick = {k: v for k, v in QUICK_ENV.items() if k != "TRIBUTARY_SENSOR_INTERVAL"}
     env = {
-        **QUICK_ENV,
+        **quick,
         "TRIBUTARY_CATALOG_NAME": settings.catalog_name,
         "TRIBUTARY_LANDING": str(settings.landing),
         "TRIBUTARY_WAREHOUSE": str(settings.warehouse),
@@ -70,7 +72,7 @@ def bench_freshness(settings: Settings, files: int = 3, rows_per_file: int = 200
         samples = [_land_and_wait(dev, settings, 1000 + index, rows_per_file) for index in range(files + 1)]
     cold, warm = samples[0], samples[1:]
     result: dict[str, float | int] = {
-        "sensor_interval_s": int(QUICK_ENV["TRIBUTARY_SENSOR_INTERVAL"]),
+        "sensor_interval_s": Settings.from_env(home=settings.home).sensor_interval_seconds,
         "files": len(warm),
         "rows_per_file": rows_per_file,
         "cold_landing_to_gold_s": round(cold["landing_to_gold_s"], 2),
@@ -79,4 +81,5 @@ def bench_freshness(settings: Settings, files: int = 3, rows_per_file: int = 200
         values = [s[key] for s in warm]
         result[f"{key}_median"] = round(statistics.median(values), 2)
         result[f"{key}_max"] = round(max(values), 2)
+    result["targets"] = {"landing_to_gold_median_within_25s": result["landing_to_gold_s_median"] <= 25}
     return result

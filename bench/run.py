@@ -25,6 +25,7 @@ SECTIONS = (
     ("bench.sql", "bench_sql"),
     ("bench.freshness", "bench_freshness"),
     ("bench.streaming", "bench_streaming"),
+    ("bench.many_files", "bench_many_files"),
 )
 
 

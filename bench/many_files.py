@@ -1,0 +1,46 @@
+"""Benchmark: what a no-op run costs as the landing folder grows from 20 files to 10,000."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+from typing import Any
+
+from infra.settings import Settings
+from infra.spark import get_spark
+from pipelines.datasets import default_registry
+from pipelines.datasets.ecommerce.sample_data import generate
+from pipelines.run.runner import run_table
+
+
+def _noop_seconds(settings: Settings, repeats: int = 3) -> float:
+    """Best wall seconds of a no-op run of bronze.events (nothing new: no query, no JVM work)."""
+    spec = default_registry().get("bronze.events")
+    best = float("inf")
+    for _ in range(repeats):
+        started = time.perf_counter()
+        report = run_table(None, settings, spec)
+        best = min(best, time.perf_counter() - started)
+        if not report.skipped:
+            raise RuntimeError("the no-op run of bronze.events started its query")
+    return best
+
+
+def bench_many_files(settings: Settings, few: int = 20, many: int = 10_000, rows_per_file: int = 5) -> dict[str, Any]:
+    """Ingest `few` and `many` small files into two homes, then time a no-op run of each; the ratio is the cost
+    of a big landing folder (listing, the stream's file log, the fingerprint ledger)."""
+    result: dict[str, Any] = {"few_files": few, "many_files": many}
+    spark = None
+    for label, files in (("few", few), ("many", many)):
+        home = settings.home / label
+        s = replace(Settings.from_env(home=home).with_home(home), catalog_name=f"{settings.catalog_name}{label}")
+        generate(s.landing, rows=files * rows_per_file, files=files, seed=3)
+        spark = get_spark(s)
+        started = time.perf_counter()
+        report = run_table(spark, s, default_registry().get("bronze.events"))
+        result[f"{label}_first_run_seconds"] = round(time.perf_counter() - started, 2)
+        result[f"{label}_first_run_stages"] = report.stages
+        result[f"{label}_noop_seconds"] = round(_noop_seconds(s), 3)
+    result["ratio_noop_many_vs_few"] = round(result["many_noop_seconds"] / result["few_noop_seconds"], 2)
+    result["targets"] = {"noop_with_10k_files_within_1.5x_of_20": result["ratio_noop_many_vs_few"] <= 1.5}
+    return result
