@@ -21,7 +21,8 @@ from pipelines.datasets.ecommerce.tables import LANDED_SCHEMA
 from pipelines.io.formats import DEFAULT_TABLE_PROPERTIES, table_format
 from pipelines.io.landing_parse import CORRUPT_COLUMN, with_corrupt
 from pipelines.io.sources import batch_read_files
-from pipelines.run.runner import RunReport, run_table
+from pipelines.run.report import RunReport
+from pipelines.run.runner import run_table
 from pipelines.spec.tables import FileSource
 from pipelines.write.file_health import file_stats
 

@@ -12,7 +12,8 @@ from infra.errors import ConfigError, PipelineError
 from infra.settings import Settings
 from pipelines.io.formats import TableFormat, table_format
 from pipelines.run.locks import table_lock
-from pipelines.run.runner import RunReport, run_table
+from pipelines.run.report import RunReport
+from pipelines.run.runner import run_table
 from pipelines.spec.registry import Registry
 from pipelines.spec.tables import TableSpec
 

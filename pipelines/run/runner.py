@@ -6,7 +6,6 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from contextlib import ExitStack
-from dataclasses import dataclass, field
 from typing import Any
 
 from pyspark.errors import StreamingQueryException
@@ -17,7 +16,7 @@ from infra.settings import Settings
 from infra.spark import get_spark
 from infra.stopwatch import Stopwatch
 from pipelines.io.checkpoints import pending_batch
-from pipelines.io.formats import TableFormat, TableStats, table_format
+from pipelines.io.formats import TableFormat, table_format
 from pipelines.io.landing import landing_folder
 from pipelines.io.landing_parse import CsvHeaders
 from pipelines.io.sources import (
@@ -31,6 +30,7 @@ from pipelines.io.sources import (
 )
 from pipelines.run import streams
 from pipelines.run.locks import table_lock
+from pipelines.run.report import RunReport, fill_from_progress
 from pipelines.spec.modes import check_query_mode
 from pipelines.spec.tables import FileSource, StaticSource, TableSource, TableSpec
 from pipelines.write import file_health
@@ -39,42 +39,6 @@ from pipelines.write.sinks import BatchContext
 # A CSV file that lands while a run starts has no header in the run's plan: the query restarts to read it.
 _HEADER_RESTARTS = 3
 _LANDED_DURING_START = file_health.LandedDuringStart.__name__
-
-
-@dataclass
-class RunReport:
-    """What one incremental run of one table did."""
-
-    table: str
-    trigger: str
-    batches: int = 0
-    data_batches: int = 0
-    rows_in: int = 0
-    seconds: float = 0.0
-    batch_durations_ms: list[int] = field(default_factory=list)
-    metrics: dict[str, int] = field(default_factory=dict)
-    watermark: str | None = None
-    state_rows: int = 0
-    state_memory_bytes: int = 0
-    rows_dropped_by_watermark: int = 0
-    # Rows left out before the watermark because their event time is implausible (see Watermark.max_future).
-    rows_out_of_range: int = 0
-    tables: dict[str, TableStats] = field(default_factory=dict)
-    processed_rows_per_second: float = 0.0
-    skipped: bool = False
-    # Why a run had nothing to do, when it is worth saying (e.g. nothing has landed yet).
-    note: str | None = None
-    # Health of every landed file this run read (file sources; pipelines.write.file_health.FileHealth).
-    files: list[file_health.FileHealth] = field(default_factory=list)
-
-    def file_problems(self) -> list[str]:
-        """One line per rejected, empty or header-only landed file of this run."""
-        return [h.describe(self.table) for h in self.files if h.status != "ok"]
-
-    def rows_written(self, table: str | None = None) -> int:
-        """Rows appended (or upserted) to `table` (default: the run's main table) by this run."""
-        name = table or self.table
-        return self.metrics.get(f"rows_written:{name}", 0) + self.metrics.get(f"rows_upserted:{name}", 0)
 
 
 def trigger_for(spec: TableSpec) -> tuple[str, dict[str, Any]]:
@@ -211,7 +175,7 @@ def _run_locked(session: Session, settings: Settings, spec: TableSpec, clock: St
     if landed is not None:
         with clock.stage("all_read"):
             check_all_read(spec.name, landed, checkpoint)
-    _fill_from_progress(report, progress, streams.source_copies(spec))
+    fill_from_progress(report, progress, streams.source_copies(spec))
     report.metrics = dict(metrics)
     report.files = files
     with clock.stage("stats"):
@@ -314,32 +278,6 @@ def _run_query(
         if query.isActive:
             query.stop()
     return list(query.recentProgress)
-
-
-def _fill_from_progress(report: RunReport, progress: list[dict[str, Any]], copies: int = 1) -> None:
-    """Numbers from the query's progress; `copies`: how often the query reads each source row (late split: 2)."""
-    data_ms = 0
-    for p in progress:
-        report.batches += 1
-        rows = int(p.get("numInputRows", 0)) // copies
-        report.rows_in += rows
-        report.data_batches += 1 if rows else 0
-        report.batch_durations_ms.append(int(p.get("durationMs", {}).get("triggerExecution", 0)))
-        data_ms += report.batch_durations_ms[-1] if rows else 0
-    if data_ms:
-        report.processed_rows_per_second = round(report.rows_in * 1000 / data_ms, 1)
-    if progress:
-        last = progress[-1]
-        report.watermark = last.get("eventTime", {}).get("watermark")
-        for op in last.get("stateOperators", []):
-            report.state_rows += int(op.get("numRowsTotal", 0))
-            report.state_memory_bytes += int(op.get("memoryUsedBytes", 0))
-        for p in progress:
-            for op in p.get("stateOperators", []):
-                report.rows_dropped_by_watermark += int(op.get("numRowsDroppedByWatermark", 0))
-            for name, observed in p.get("observedMetrics", {}).items():
-                if name.startswith(streams.TIME_GUARD):
-                    report.rows_out_of_range += int(observed.get(streams.OUT_OF_RANGE_METRIC) or 0)
 
 
 def _cause(exc: StreamingQueryException) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from pipelines.run.runner import RunReport
+from pipelines.run.report import RunReport
 from pipelines.spec.tables import FILES_SUFFIX
 
 # Per-file health counts of a file-source run (written by pipelines.write.file_health.record), as metadata names.

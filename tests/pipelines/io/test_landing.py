@@ -21,7 +21,8 @@ from pyspark.sql import functions as F
 
 from infra.errors import PipelineError
 from infra.settings import Settings
-from pipelines.run.runner import RunReport, run_table
+from pipelines.run.report import RunReport
+from pipelines.run.runner import run_table
 from pipelines.spec.registry import Registry
 from quality.reconcile import Pipeline, reconcile_pipeline
 from tests.support.helpers import table

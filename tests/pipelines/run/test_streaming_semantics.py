@@ -27,7 +27,8 @@ from pipelines.datasets.clickstream.sample_data import make_clickstream, write_j
 from pipelines.io.checkpoints import committed_watermark_ms
 from pipelines.io.formats import table_format
 from pipelines.run.pipeline import run_pipeline
-from pipelines.run.runner import RunReport, run_table
+from pipelines.run.report import RunReport
+from pipelines.run.runner import run_table
 from pipelines.run.streams import late_output
 from pipelines.run.summary import table_numbers
 from pipelines.spec.registry import Registry
