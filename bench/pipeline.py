@@ -10,7 +10,7 @@ import time
 from dataclasses import replace
 from typing import Any
 
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from infra.settings import Settings
@@ -54,6 +54,14 @@ def _stages(reports: list[RunReport]) -> dict[str, float]:
     return out
 
 
+def _create_like_platform(df: DataFrame, table: str, day_column: str) -> None:
+    """Create (or replace) `table` from `df`, partitioned by day and with the platform's table properties."""
+    writer = df.writeTo(table).using("iceberg").partitionedBy(F.days(day_column))
+    for key, value in DEFAULT_TABLE_PROPERTIES.items():
+        writer = writer.tableProperty(key, value)
+    writer.createOrReplace()
+
+
 def _baseline(spark: SparkSession, settings: Settings, tag: str) -> dict[str, float]:
     """The plain batch jobs a data engineer would write for bronze and silver, into tables partitioned and
     configured like the platform's (same partition transform, same table properties), timed separately."""
@@ -70,10 +78,7 @@ def _baseline(spark: SparkSession, settings: Settings, tag: str) -> dict[str, fl
         .withColumn("_source_file", F.col("_metadata.file_path"))
         .withColumn("_ingested_at", F.current_timestamp())
     )
-    writer = raw.writeTo(bronze).using("iceberg").partitionedBy(F.days("_ingested_at"))
-    for key, value in DEFAULT_TABLE_PROPERTIES.items():
-        writer = writer.tableProperty(key, value)
-    writer.createOrReplace()
+    _create_like_platform(raw, bronze, "_ingested_at")
     out["bronze_seconds"] = round(time.perf_counter() - t, 2)
     t = time.perf_counter()
     clean = (
@@ -82,10 +87,7 @@ def _baseline(spark: SparkSession, settings: Settings, tag: str) -> dict[str, fl
         .dropDuplicates(["event_id"])
         .withColumn("event_date", F.to_date("event_time"))
     )
-    writer = clean.writeTo(silver).using("iceberg").partitionedBy(F.days("event_time"))
-    for key, value in DEFAULT_TABLE_PROPERTIES.items():
-        writer = writer.tableProperty(key, value)
-    writer.createOrReplace()
+    _create_like_platform(clean, silver, "event_time")
     out["silver_seconds"] = round(time.perf_counter() - t, 2)
     return out
 
@@ -98,26 +100,30 @@ def bench_duckdb(settings: Settings) -> dict[str, float]:
     folder.mkdir(parents=True, exist_ok=True)
     columns = ", ".join(f"'{f.name}': '{_duck_type(f.dataType.simpleString())}'" for f in LANDED_SCHEMA.fields)
     con = duckdb.connect()
+
+    def copy(select: str, name: str, compression: str = ", COMPRESSION zstd") -> float:
+        con.execute(f"COPY ({select}) TO '{folder / name}' (FORMAT parquet{compression})")
+        return time.perf_counter()
+
     t = time.perf_counter()
-    con.execute(
-        f"COPY (SELECT *, filename AS _source_file, now() AS _ingested_at FROM read_json("
+    bronze = copy(
+        f"SELECT *, filename AS _source_file, now() AS _ingested_at FROM read_json("
         f"'{settings.landing / 'events'}/*.json', columns={{{columns}}}, format='newline_delimited', "
-        f"ignore_errors=true, filename=true)) TO '{folder / 'bronze.parquet'}' (FORMAT parquet, COMPRESSION zstd)"
+        f"ignore_errors=true, filename=true)",
+        "bronze.parquet",
     )
-    bronze = time.perf_counter()
-    con.execute(
-        f"COPY (SELECT * EXCLUDE (_n) FROM (SELECT *, CAST(event_time AS DATE) AS event_date, row_number() OVER "
+    silver = copy(
+        f"SELECT * EXCLUDE (_n) FROM (SELECT *, CAST(event_time AS DATE) AS event_date, row_number() OVER "
         f"(PARTITION BY event_id ORDER BY _source_file) AS _n FROM '{folder / 'bronze.parquet'}' WHERE event_id "
-        f"IS NOT NULL AND event_time IS NOT NULL AND user_id IS NOT NULL) WHERE _n = 1) "
-        f"TO '{folder / 'silver.parquet'}' (FORMAT parquet, COMPRESSION zstd)"
+        f"IS NOT NULL AND event_time IS NOT NULL AND user_id IS NOT NULL) WHERE _n = 1",
+        "silver.parquet",
     )
-    silver = time.perf_counter()
-    con.execute(
-        f"COPY (SELECT event_date, category, currency, count(*) AS orders, sum(quantity) AS units, "
-        f"sum(amount) AS revenue FROM '{folder / 'silver.parquet'}' WHERE event_type = 'order' "
-        f"GROUP BY ALL) TO '{folder / 'gold.parquet'}' (FORMAT parquet)"
+    gold = copy(
+        f"SELECT event_date, category, currency, count(*) AS orders, sum(quantity) AS units, "
+        f"sum(amount) AS revenue FROM '{folder / 'silver.parquet'}' WHERE event_type = 'order' GROUP BY ALL",
+        "gold.parquet",
+        compression="",
     )
-    gold = time.perf_counter()
     con.close()
     return {
         "bronze_seconds": round(bronze - t, 2),
