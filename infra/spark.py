@@ -136,6 +136,9 @@ def spark_conf(settings: Settings) -> dict[str, str]:
         "spark.ui.showConsoleProgress": "false",
         "spark.sql.streaming.numRecentProgressUpdates": "1000",
         "spark.sql.adaptive.enabled": "true",
+        # A micro-batch is cached only for the few actions of one batch write; compressing the cache cost more
+        # than it saved (silver on 1 M rows: 22.5 s compressed, 15.8 s not; bench.pipeline stages).
+        "spark.sql.inMemoryColumnarStorage.compressed": "false",
         # Tables are always catalog-qualified; nothing should land in a local Hive warehouse.
         "spark.sql.warehouse.dir": str(settings.home / "spark-warehouse"),
         "spark.driver.extraJavaOptions": f"-Dderby.system.home={settings.home / 'derby'}",
