@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from infra.errors import PipelineError
-from infra.paths import canonical
+from infra.paths import canonical_all
 from infra.settings import Settings
 from pipelines.spec.registry import Registry
 
@@ -169,18 +169,31 @@ def seen_files(checkpoint: Path) -> dict[str, SeenFile]:
     compacts them every few batches into `<n>.compact`; it never reads a logged path again.
     """
     log = checkpoint / "sources" / "0"
-    out: dict[str, SeenFile] = {}
     if not log.is_dir():
-        return out
-    logged = [p for p in log.iterdir() if p.name.removesuffix(".compact").isdigit()]
-    for path in sorted(logged, key=lambda p: int(p.name.removesuffix(".compact"))):
+        return {}
+    logged = sorted(
+        (p for p in log.iterdir() if p.name.removesuffix(".compact").isdigit()),
+        key=lambda p: int(p.name.removesuffix(".compact")),
+    )
+    # A run reads the log several times (skip check, landing checks, all read): parse it again only if it changed.
+    state = (str(log), tuple((p.name, p.stat().st_mtime_ns, p.stat().st_size) for p in logged))
+    if _seen_cache and _seen_cache[0][0] == state:
+        return dict(_seen_cache[0][1])
+    entries = []
+    for path in logged:
         for line in path.read_text(errors="replace").splitlines():
-            if not line.startswith("{"):
-                continue
-            entry = json.loads(line)
-            name = canonical(entry["path"])
-            out[name] = SeenFile(name, int(entry.get("timestamp", 0)), int(entry.get("batchId", 0)))
+            if line.startswith("{"):
+                entries.append(json.loads(line))
+    names = canonical_all(entry["path"] for entry in entries)
+    out = {
+        name: SeenFile(name, int(entry.get("timestamp", 0)), int(entry.get("batchId", 0)))
+        for name, entry in zip(names, entries, strict=True)
+    }
+    _seen_cache[:] = [(state, dict(out))]
     return out
+
+
+_seen_cache: list[tuple[tuple, dict[str, SeenFile]]] = []
 
 
 def committed_files(checkpoint: Path) -> set[str]:

@@ -50,4 +50,5 @@ def landed_paths(folder: Path) -> list[Path]:
         return []
     with os.scandir(folder) as entries:
         # DirEntry.is_file follows links and is False for an entry removed since the listing.
-        return sorted(Path(entry.path) for entry in entries if is_landed_name(entry.name) and entry.is_file())
+        landed = sorted((e.name, e.path) for e in entries if is_landed_name(e.name) and e.is_file())
+    return [Path(path) for _, path in landed]

@@ -18,7 +18,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.streaming import DataStreamReader
 
 from infra.errors import ConfigError, PipelineError
-from infra.paths import canonical, local_path, misnamed_compression, open_landed
+from infra.paths import canonical_all, local_path, misnamed_compression, open_landed
 from infra.settings import Settings
 from pipelines.io import file_ledger
 from pipelines.io.checkpoints import pending_batch, seen_files
@@ -43,13 +43,16 @@ def check_landing(settings: Settings, source: FileSource, table: str) -> list[Pa
     folder = landing_folder(settings, source)
     if not folder.is_dir():
         return []  # nothing has landed yet
-    for path in sorted(p for p in folder.iterdir() if is_landed_name(p.name)):
-        if path.is_symlink() and not path.exists():
+    with os.scandir(folder) as listed:
+        entries = sorted((e for e in listed if is_landed_name(e.name)), key=lambda e: e.name)
+    for entry in entries:
+        path = Path(entry.path)
+        if entry.is_symlink() and not path.exists():
             raise PipelineError(
                 f"table {table}: landing file {path} is a broken link (to {os.readlink(path)}); "
                 "restore its target or remove the link"
             )
-        if path.is_file() and not os.access(path, os.R_OK):
+        if entry.is_file() and not os.access(path, os.R_OK):
             raise PipelineError(
                 f"table {table}: landing file {path} is not readable (permission denied); fix its "
                 "permissions or move it out of the landing folder"
@@ -59,7 +62,8 @@ def check_landing(settings: Settings, source: FileSource, table: str) -> list[Pa
 
 def landed_files(settings: Settings, source: FileSource) -> dict[str, Path]:
     """The landed files (`pipelines.io.landing`) by canonical path."""
-    return {canonical(str(p)): p for p in landed_paths(landing_folder(settings, source))}
+    paths = landed_paths(landing_folder(settings, source))
+    return dict(zip(canonical_all(str(p) for p in paths), paths, strict=True))
 
 
 def check_landed_files(settings: Settings, source: FileSource, table: str, checkpoint: Path) -> dict[str, Path]:
@@ -72,7 +76,14 @@ def check_landed_files(settings: Settings, source: FileSource, table: str, check
     Returns the landed files (canonical path → path) for `check_all_read` after the run.
     """
     files = landed_files(settings, source)
-    for path in files.values():
+    pending = pending_batch(checkpoint)
+    if not files and pending is None:
+        return files
+    ledger = file_ledger.load(checkpoint)
+    for name, path in files.items():
+        known = ledger.get(name)
+        if known is not None and known.modified_ms == file_ledger.modified_ms(path):
+            continue  # checked when it was ingested, and unchanged since
         compression = misnamed_compression(path)
         if compression:
             raise PipelineError(
@@ -80,8 +91,6 @@ def check_landed_files(settings: Settings, source: FileSource, table: str, check
                 f"rename it to {path.name}.gz (nothing was written)"
             )
     seen = seen_files(checkpoint)
-    pending = pending_batch(checkpoint)
-    ledger = file_ledger.load(checkpoint)
     before = dict(ledger)
     for entry in seen.values():
         path = files.get(entry.path)
@@ -105,6 +114,8 @@ def check_landed_files(settings: Settings, source: FileSource, table: str, check
 
 def check_all_read(table: str, landed: dict[str, Path], checkpoint: Path) -> None:
     """After a bounded run, every file that was landed when it started must have been read; fingerprint them."""
+    if not landed:
+        return
     seen = seen_files(checkpoint)
     ledger = file_ledger.load(checkpoint)
     recorded = len(ledger)

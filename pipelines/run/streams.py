@@ -16,7 +16,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StringType, StructField, StructType, TimestampType
 
-from infra.paths import canonical
+from infra.paths import canonical_all
 from infra.settings import Settings
 from pipelines.io.checkpoints import caught_up_offsets, late_events_watermark_ms, seen_files
 from pipelines.io.formats import TableFormat
@@ -183,7 +183,9 @@ def nothing_to_read(spark: SparkSession | None, settings: Settings, fmt: TableFo
     for source in sources:
         if isinstance(source, FileSource):
             landed = check_landing(settings, source, spec.name)
-            if landed and (offsets is None or not {canonical(str(p)) for p in landed} <= seen_files(checkpoint).keys()):
+            if not landed:
+                continue
+            if offsets is None or not set(canonical_all(map(str, landed))) <= seen_files(checkpoint).keys():
                 return False
             continue
         if not fmt.exists(spark, source.table):
