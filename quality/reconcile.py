@@ -30,9 +30,9 @@ from pyspark.sql import functions as F
 from infra.errors import ConfigError
 from infra.paths import canonical, open_landed
 from infra.settings import Settings
+from pipelines.io.archive import received_files
 from pipelines.io.checkpoints import committed_files, restart_position
 from pipelines.io.formats import table_format
-from pipelines.io.sources import landed_files
 from pipelines.spec.expectations import Expectation
 from pipelines.spec.registry import Registry
 from pipelines.spec.rules import passes_rules
@@ -112,7 +112,7 @@ def _landed_vs_bronze(spark: SparkSession, settings: Settings, pipeline: Pipelin
         for r in bronze.groupBy("_source_file").agg(F.count(F.lit(1)).alias("n")).collect()
         if r["_source_file"] is not None
     }
-    landed = landed_files(settings, source)
+    landed = received_files(settings, source)
     read = committed_files(settings.checkpoint_for(pipeline.bronze.name)) | set(per_file)
     notes = []
     pending = sorted(set(landed) - read)
@@ -239,7 +239,7 @@ def _pipeline_inputs(spark: SparkSession, settings: Settings, pipeline: Pipeline
         "rules": digest((sink.rules, sink.keys, sink.quarantine_columns, code_version(silver.transform))),
         **snapshot_versions(spark, settings, [pipeline.bronze.name, silver.name, sink.quarantine_table]),
         **position_version(settings, silver.name),
-        **files_version(pipeline.bronze.name, landed_files(settings, source)),
+        **files_version(pipeline.bronze.name, received_files(settings, source)),
         **read_files_version(settings, pipeline.bronze.name),
     }
 

@@ -51,8 +51,12 @@ def files(
     schema_evolution: SchemaEvolution = "rescue",
     reject_file_ratio: float = 0.5,
     max_files_per_trigger: int | None = None,
+    archive: bool = False,
 ) -> FileSource:
-    """Files landed under `<landing>/<folder>/`, parsed with `schema` (print one with `tributary infer`)."""
+    """Files landed under `<landing>/<folder>/`, parsed with `schema` (print one with `tributary infer`).
+
+    `archive=True` moves each file to `<home>/archive/<folder>/` once the batch that read it is committed.
+    """
     return FileSource(
         folder,
         format,
@@ -61,6 +65,7 @@ def files(
         options=tuple(sorted((options or {}).items())),
         schema_evolution=schema_evolution,
         reject_file_ratio=reject_file_ratio,
+        archive=archive,
     )
 
 

@@ -10,12 +10,13 @@ from pyspark.sql import SparkSession
 
 from infra.errors import ConfigError, PipelineError
 from infra.settings import Settings
+from pipelines.io.archive import restore_archived
 from pipelines.io.formats import TableFormat, table_format
 from pipelines.run.locks import table_lock
 from pipelines.run.report import RunReport
 from pipelines.run.runner import run_table
 from pipelines.spec.registry import Registry
-from pipelines.spec.tables import TableSpec
+from pipelines.spec.tables import FileSource, TableSpec
 
 
 def _check_replayable(spark: SparkSession, fmt: TableFormat, upstream: str, table: str) -> None:
@@ -73,6 +74,10 @@ def _full_refresh(spark: SparkSession, settings: Settings, chain: list[TableSpec
         for upstream in spec.streamed_upstreams:
             if upstream not in rebuilt:
                 _check_replayable(spark, fmt, upstream, spec.name)
+    for spec in chain:
+        if isinstance(spec.source, FileSource) and spec.source.archive:
+            # Before anything is dropped: a crash then leaves files landed and already read, never lost.
+            restore_archived(settings, spec.source)
     for spec in chain:
         for out in spec.outputs():
             spark.sql(f"DROP TABLE IF EXISTS {fmt.qualified(out.name)} PURGE")

@@ -21,8 +21,9 @@ from pyspark.sql import functions as F
 from infra.errors import ConfigError, PipelineError
 from infra.paths import local_path
 from infra.settings import Settings
+from pipelines.io.archive import archived_path
 from pipelines.io.formats import TableFormat, table_format
-from pipelines.io.landing_parse import REJECTED_COLUMN
+from pipelines.io.landing_parse import REJECTED_COLUMN, file_name
 from pipelines.io.sources import LINEAGE_COLUMNS, batch_read_files
 from pipelines.ops.ranges import RangeReport, check_range, day_column, range_condition, replace_range, upstream_table
 from pipelines.run.locks import table_lock
@@ -97,18 +98,29 @@ def _reprocess_files(
         )
     )
     files = [r._source_file for r in per_file.collect()]
+    reads, archived = [], {}
     for uri in files:
         path = local_path(uri)
         if path is not None and not path.is_file():
-            raise PipelineError(
-                f"table {spec.name}: cannot reprocess {report.start}..{report.end}: landing file {path}, ingested in "
-                "that range, no longer exists; restore it or choose a range that does not include it"
-            )
+            copy = archived_path(settings, source, path)
+            if copy is None:
+                raise PipelineError(
+                    f"table {spec.name}: cannot reprocess {report.start}..{report.end}: landing file {path}, "
+                    "ingested in that range, no longer exists; restore it or choose a range that does not include it"
+                )
+            archived[copy.name] = uri
+            uri = str(copy)
+        reads.append(uri)
     report.extra["files_reread"] = len(files)
     if not files:
         rows = spark.createDataFrame([], spec.output.schema)
     else:
-        read = batch_read_files(spark, source, files)
+        read = batch_read_files(spark, source, reads)
+        if archived:  # rows keep the landing path they were first read from
+            landed_as = F.create_map(*[F.lit(x) for item in archived.items() for x in item])
+            read = read.withColumn(
+                "_source_file", F.coalesce(landed_as[file_name(F.col("_source_file"))], F.col("_source_file"))
+            )
         rows = spec.transform(read.join(F.broadcast(per_file), "_source_file")).filter(condition)
     report.snapshot_id = replace_range(spark, fmt, spec.output, rows, condition, "reprocess")
 

@@ -6,6 +6,7 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from contextlib import ExitStack
+from pathlib import Path
 from typing import Any
 
 from pyspark.errors import StreamingQueryException
@@ -15,6 +16,7 @@ from infra.errors import PipelineError, TributaryError, first_line
 from infra.settings import Settings
 from infra.spark import get_spark
 from infra.stopwatch import Stopwatch
+from pipelines.io.archive import archive_committed
 from pipelines.io.checkpoints import pending_batch
 from pipelines.io.formats import TableFormat, table_format
 from pipelines.io.landing import landing_folder
@@ -140,9 +142,8 @@ def _run_locked(session: Session, settings: Settings, spec: TableSpec, clock: St
         with clock.stage("skip_check"):
             nothing = streams.nothing_to_read(spark, settings, fmt, spec)
         if nothing:  # no batch could run: skip the query
-            if landed is not None:
-                with clock.stage("all_read"):
-                    check_all_read(spec.name, landed, checkpoint)  # fingerprints files a killed run left unrecorded
+            if landed is not None:  # fingerprints (and archives) files a killed run left unrecorded
+                _after_all_read(settings, spec, landed, checkpoint, clock, report)
             return _skipped(session, settings, fmt, spec, report, started, clock)
     except TributaryError:
         raise
@@ -172,11 +173,10 @@ def _run_locked(session: Session, settings: Settings, spec: TableSpec, clock: St
             except file_health.LandedDuringStart:
                 if attempt == _HEADER_RESTARTS:
                     raise
-    if landed is not None:
-        with clock.stage("all_read"):
-            check_all_read(spec.name, landed, checkpoint)
     fill_from_progress(report, progress, streams.source_copies(spec))
     report.metrics = dict(metrics)
+    if landed is not None:
+        _after_all_read(settings, spec, landed, checkpoint, clock, report)
     report.files = files
     with clock.stage("stats"):
         report.tables = {out.name: fmt.stats(spark, out.name) for out in spec.outputs()}
@@ -212,6 +212,19 @@ def _skipped(
         report.tables = {out.name: fmt.stats(spark, out.name) for out in spec.outputs()}
     report.seconds = round(time.perf_counter() - started, 3)
     return report
+
+
+def _after_all_read(
+    settings: Settings, spec: TableSpec, landed: dict[str, Path], checkpoint: Path, clock: Stopwatch, report: RunReport
+) -> None:
+    """Check that every file landed when the run started was read; then archive them if the source says so."""
+    source = spec.source
+    assert isinstance(source, FileSource)
+    with clock.stage("all_read"):
+        check_all_read(spec.name, landed, checkpoint)
+    if source.archive:
+        with clock.stage("archive"):
+            report.metrics["files_archived"] = archive_committed(settings, source, checkpoint, landed)
 
 
 def _check_upstreams(spark: SparkSession | None, fmt: TableFormat, spec: TableSpec) -> None:

@@ -34,12 +34,25 @@ def _check_file_spec(spec: TableSpec) -> None:
         )
 
 
+def _check_archived_folder(spec: TableSpec, first: TableSpec) -> None:
+    """An archived landing folder is read by one table: archiving takes the files away from any other reader."""
+    assert isinstance(spec.source, FileSource) and isinstance(first.source, FileSource)
+    if first is not spec and (spec.source.archive or first.source.archive):
+        archiving = spec if spec.source.archive else first
+        raise ConfigError(
+            f"table {archiving.name!r} archives landing folder {spec.source.dataset!r}, which {first.name!r} and "
+            f"{spec.name!r} both read; archived files would never reach the other table: read the folder once "
+            "(into bronze) and let the other table read that table, or set archive=False"
+        )
+
+
 class Registry:
     """An ordered, validated set of table specs."""
 
     def __init__(self, specs: Iterable[TableSpec]):
         self._specs: dict[str, TableSpec] = {}
         written: set[str] = set()
+        folders: dict[str, TableSpec] = {}
         for spec in specs:
             for out in spec.outputs():
                 validate_table_name(out.name)
@@ -56,6 +69,7 @@ class Registry:
             spec.maintenance.validate(spec.name)
             if isinstance(spec.source, FileSource):
                 _check_file_spec(spec)
+                _check_archived_folder(spec, folders.setdefault(spec.source.dataset, spec))
             if spec.output.name.split(".")[0] != spec.layer:
                 raise ConfigError(f"table {spec.name!r} must live in the {spec.layer!r} namespace")
             for upstream in spec.upstreams:

@@ -33,6 +33,8 @@ class FileSource:
     `schema_evolution` says what a field the schema does not declare does: `rescue` keeps it in `_rescued_data`,
     `add_new_columns` adds it to the table as a nullable string column, `fail` stops the run naming the file.
     A file with at least `reject_file_ratio` of its rows corrupt is rejected whole (`pipelines.write.file_health`).
+    With `archive`, files of committed batches move to `<home>/archive/<dataset>/` after each run
+    (`pipelines.io.archive`), so the landing folder holds only what is new.
     """
 
     dataset: str
@@ -42,9 +44,12 @@ class FileSource:
     options: tuple[tuple[str, str], ...] = ()
     schema_evolution: SchemaEvolution = "rescue"
     reject_file_ratio: float = 0.5
+    archive: bool = False
 
     def validate(self, table: str) -> None:
         """Raise ConfigError naming `table` and the field when a setting is invalid."""
+        if not isinstance(self.archive, bool):
+            raise ConfigError(f"table {table!r}: archive={self.archive!r} is invalid; use True or False")
         if self.schema_evolution not in SCHEMA_EVOLUTION_MODES:
             raise ConfigError(
                 f"table {table!r}: schema_evolution={self.schema_evolution!r} is not one of "

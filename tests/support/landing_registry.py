@@ -54,7 +54,7 @@ def silver_transform(df: DataFrame) -> DataFrame:
 
 
 def orders_registry(
-    dataset: str, fmt: str, evolution: SchemaEvolution = "rescue", reject_ratio: float = 0.5
+    dataset: str, fmt: str, evolution: SchemaEvolution = "rescue", reject_ratio: float = 0.5, archive: bool = False
 ) -> Registry:
     """bronze.<dataset> (files, as landed) → silver.<dataset> (valid, unique by order_id) + quarantine."""
     bronze = OutputTable(
@@ -73,8 +73,13 @@ def orders_registry(
     )
     quarantine = OutputTable(f"silver.{dataset}_quarantine", StructType(QUARANTINE_FIELDS))
     source = FileSource(
-        dataset, fmt, StructType(ORDER_FIELDS), schema_evolution=evolution, reject_file_ratio=reject_ratio
-    )  # type: ignore[arg-type]
+        dataset,
+        fmt,  # type: ignore[arg-type]
+        StructType(ORDER_FIELDS),
+        schema_evolution=evolution,
+        reject_file_ratio=reject_ratio,
+        archive=archive,
+    )
     return Registry(
         [
             TableSpec(
