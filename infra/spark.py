@@ -6,7 +6,7 @@ import ipaddress
 import os
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
@@ -208,3 +208,20 @@ def stop_spark() -> None:
         if _active is not None:
             _active.session.stop()
             _active = None
+
+
+# A SparkSession, a function that returns one (called only if the work needs a session), or None (the process's
+# session for the settings, `get_spark`, started only if needed): runs and checks that find nothing to do start no JVM.
+Session = SparkSession | Callable[[], SparkSession] | None
+
+
+def running_session(session: Session) -> SparkSession | None:
+    """The session `session` stands for if it is already running (None: read without Spark where possible)."""
+    return session if isinstance(session, SparkSession) else None
+
+
+def started_session(session: Session, settings: Settings) -> SparkSession:
+    """The session `session` stands for, started now if need be."""
+    if isinstance(session, SparkSession):
+        return session
+    return session() if session is not None else get_spark(settings)

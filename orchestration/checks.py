@@ -26,9 +26,9 @@ from dagster import (
     asset_check,
     multi_asset_check,
 )
-from pyspark.sql import SparkSession
 
 from infra.settings import Settings
+from infra.spark import Session
 from orchestration.assets import asset_key
 from orchestration.metadata import as_metadata
 from orchestration.resources import SparkResource
@@ -132,7 +132,7 @@ def build_expectation_checks(spec: TableSpec) -> AssetChecksDefinition | None:
 
     @multi_asset_check(specs=specs, name=f"{spec.name.replace('.', '__')}__expectations")
     def _check(context: AssetCheckExecutionContext, spark: SparkResource) -> Iterator[AssetCheckResult]:
-        for result in validate_table(spark.session(), spark.settings(), spec).values():
+        for result in validate_table(spark.session, spark.settings(), spec).values():
             yield _record(context, spark, result)
 
     return _check
@@ -152,7 +152,7 @@ def build_pipeline_reconciliation(pipeline: Pipeline) -> AssetChecksDefinition:
         ),
     )
     def _reconcile(context: AssetCheckExecutionContext, spark: SparkResource) -> AssetCheckResult:
-        return _record(context, spark, reconcile_pipeline(spark.session(), spark.settings(), pipeline))
+        return _record(context, spark, reconcile_pipeline(spark.session, spark.settings(), pipeline))
 
     return _reconcile
 
@@ -170,7 +170,7 @@ def build_totals_reconciliation(spec: TableSpec) -> AssetChecksDefinition:
         description=f"Totals per key equal the totals of {', '.join(upstreams)}.",
     )
     def _reconcile(context: AssetCheckExecutionContext, spark: SparkResource) -> AssetCheckResult:
-        return _record(context, spark, reconcile_totals(spark.session(), spark.settings(), spec))
+        return _record(context, spark, reconcile_totals(spark.session, spark.settings(), spec))
 
     return _reconcile
 
@@ -185,9 +185,9 @@ def _md_cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
-def landed_files_results(spark: SparkSession, settings: Settings, spec: TableSpec) -> list[AssetCheckResult]:
+def landed_files_results(session: Session, settings: Settings, spec: TableSpec) -> list[AssetCheckResult]:
     """The `landed_files` (error) and `landed_files_warn` (warn) results of one file-source table, now."""
-    records = file_rows(spark, settings, spec, problems_only=True)
+    records = file_rows(session, settings, spec, problems_only=True)
     key = asset_key(spec.name)
     pending = [r for r in records if r.unresolved]
     acknowledged = [r for r in records if r.acknowledgement is not None]
@@ -265,7 +265,7 @@ def build_landed_files_checks(spec: TableSpec) -> AssetChecksDefinition:
 
     @multi_asset_check(specs=specs, name=f"{spec.name.replace('.', '__')}__landed_files")
     def _check(context: AssetCheckExecutionContext, spark: SparkResource) -> Iterator[AssetCheckResult]:
-        for result in landed_files_results(spark.session(), spark.settings(), spec):
+        for result in landed_files_results(spark.session, spark.settings(), spec):
             if not result.passed:
                 context.log.warning(f"{spec.name} {result.check_name}: {result.description}")
             yield result

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from infra.errors import ConfigError, PipelineError
 from infra.settings import Settings
+from infra.spark import Session, running_session, started_session
 from pipelines.io.formats import table_format
 from pipelines.spec.expectations import GX_KINDS, Expectation
 from pipelines.spec.tables import TableSpec
@@ -37,10 +38,12 @@ def gx_version() -> str:
     return gx.__version__
 
 
-def require_table(spark: SparkSession, settings: Settings, table: str) -> str:
-    """The qualified name of `table`, or a PipelineError saying how to create it when it does not exist yet."""
-    qualified = table_format(settings).qualified(table)
-    if not spark.catalog.tableExists(qualified):
+def require_table(spark: SparkSession | None, settings: Settings, table: str) -> str:
+    """The qualified name of `table`, or a PipelineError saying how to create it when it does not exist yet
+    (`spark` None: asked of the catalog without starting Spark where the format can)."""
+    fmt = table_format(settings)
+    qualified = fmt.qualified(table)
+    if not fmt.exists(spark, table):
         raise PipelineError(f"table {table} does not exist yet; run the pipeline first ('tributary run {table}')")
     return qualified
 
@@ -188,7 +191,7 @@ class _Validation:
 
 
 def validate_table(
-    spark: SparkSession, settings: Settings, spec: TableSpec, df: DataFrame | None = None
+    session: Session, settings: Settings, spec: TableSpec, df: DataFrame | None = None
 ) -> dict[str, CheckResult]:
     """Evaluate the spec's GX expectations on the whole table at its current snapshot (or on `df`).
 
@@ -198,7 +201,8 @@ def validate_table(
 
     Returns one `CheckResult` per severity present: `"error"` (the blocking check `expectations`) and `"warn"`
     (the non-blocking check `expectations_warn`). When the table, the upstreams it is compared with and the suite
-    are unchanged since the latest results (`quality.inputs`), those results are returned, carried over.
+    are unchanged since the latest results (`quality.inputs`), those results are returned, carried over, and
+    `session` (a session, a factory or None: `infra.spark.Session`) is not started.
     """
     expectations = [e for e in spec.expectations if e.kind in GX_KINDS]
     if not expectations:
@@ -206,15 +210,17 @@ def validate_table(
     started = time.perf_counter()
     inputs: dict[str, str] = {}
     if df is None:
+        running = running_session(session)
         upstreams = sorted({e.upstream for e in expectations if e.kind == "row_count_vs_upstream" and e.upstream})
         for table in (spec.name, *upstreams):
-            require_table(spark, settings, table)
-        inputs = {"suite": digest(expectations), **snapshot_versions(spark, settings, [spec.name, *upstreams])}
+            require_table(running, settings, table)
+        inputs = {"suite": digest(expectations), **snapshot_versions(running, settings, [spec.name, *upstreams])}
         clock_dependent = frozenset(e.label for e in expectations if e.kind == "fresh")
         severities = {e.severity for e in expectations}
         carried = {s: carried_over(settings, spec.name, CHECK_NAMES[s], inputs, clock_dependent) for s in severities}
         if all(carried.values()):
             return {severity: result for severity, result in carried.items() if result is not None}
+    spark = df.sparkSession if df is not None else started_session(session, settings)
     import great_expectations as gx
     from great_expectations.data_context.types.base import ProgressBarsConfig
     from pyspark import StorageLevel

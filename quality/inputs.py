@@ -47,7 +47,7 @@ def _code_parts(code: CodeType) -> tuple:
     return (code.co_code, tuple(consts), code.co_names)
 
 
-def snapshot_versions(spark: SparkSession, settings: Settings, tables: list[str]) -> dict[str, str]:
+def snapshot_versions(spark: SparkSession | None, settings: Settings, tables: list[str]) -> dict[str, str]:
     """`snapshot:<table>` → the table's current snapshot id ("none" before its first commit)."""
     fmt = table_format(settings)
     out = {}

@@ -30,6 +30,7 @@ from pyspark.sql import functions as F
 from infra.errors import ConfigError
 from infra.paths import canonical, open_landed
 from infra.settings import Settings
+from infra.spark import Session, running_session, started_session
 from pipelines.io.archive import received_files
 from pipelines.io.checkpoints import committed_files, restart_position
 from pipelines.io.formats import table_format
@@ -141,17 +142,22 @@ def _landed_vs_bronze(spark: SparkSession, settings: Settings, pipeline: Pipelin
     return outcome, notes
 
 
-def reconcile_pipeline(spark: SparkSession, settings: Settings, pipeline: Pipeline) -> CheckResult:
-    """Check that every landed line of the pipeline is in exactly one of silver, quarantine or duplicates."""
+def reconcile_pipeline(session: Session, settings: Settings, pipeline: Pipeline) -> CheckResult:
+    """Check that every landed line of the pipeline is in exactly one of silver, quarantine or duplicates.
+
+    `session` (`infra.spark.Session`) is started only when the result cannot be carried over.
+    """
     started = time.perf_counter()
     fmt = table_format(settings)
     silver, sink = pipeline.silver, pipeline.sink
+    running = running_session(session)
     for name in (pipeline.bronze.name, silver.name, sink.quarantine_table):
-        require_table(spark, settings, name)
-    inputs = _pipeline_inputs(spark, settings, pipeline)
+        require_table(running, settings, name)
+    inputs = _pipeline_inputs(running, settings, pipeline)
     carried = carried_over(settings, silver.name, CHECK_NAME, inputs)
     if carried is not None:
         return carried
+    spark = started_session(session, settings)
     keys = list(sink.keys)
     landed_outcome, notes = _landed_vs_bronze(spark, settings, pipeline)
 
@@ -229,7 +235,7 @@ def reconcile_pipeline(spark: SparkSession, settings: Settings, pipeline: Pipeli
     )
 
 
-def _pipeline_inputs(spark: SparkSession, settings: Settings, pipeline: Pipeline) -> dict[str, str]:
+def _pipeline_inputs(spark: SparkSession | None, settings: Settings, pipeline: Pipeline) -> dict[str, str]:
     """What the pipeline reconciliation reads: three tables, silver's position, the landed and read files, and
     the rules and transform that decide validity."""
     silver, sink = pipeline.silver, pipeline.sink
@@ -248,11 +254,12 @@ def _key(row, keys: list[str]) -> str:
     return ", ".join(f"{k}={plain(row[k])}" for k in keys)
 
 
-def reconcile_totals(spark: SparkSession, settings: Settings, spec: TableSpec) -> CheckResult:
+def reconcile_totals(session: Session, settings: Settings, spec: TableSpec) -> CheckResult:
     """Check each `totals_match_upstream` expectation of `spec`: its measures per key equal the upstream's.
 
     A key passes when the table's values equal the upstream's as the table's stream last read it, or the
     upstream's current values (what a backfill or reprocess recomputes from); lost or doubled rows match neither.
+    `session` (`infra.spark.Session`) is started only when the result cannot be carried over.
     """
     started = time.perf_counter()
     expectations = totals_expectations(spec)
@@ -262,16 +269,18 @@ def reconcile_totals(spark: SparkSession, settings: Settings, spec: TableSpec) -
         raise ConfigError(f"table {spec.name}: totals_match_upstream needs the spec's keys to compare per key")
     fmt = table_format(settings)
     upstreams = sorted({e.upstream for e in expectations if e.upstream})
+    running = running_session(session)
     for name in (spec.name, *upstreams):
-        require_table(spark, settings, name)
+        require_table(running, settings, name)
     inputs = {
         "suite": digest(expectations),
-        **snapshot_versions(spark, settings, [spec.name, *upstreams]),
+        **snapshot_versions(running, settings, [spec.name, *upstreams]),
         **position_version(settings, spec.name),
     }
     carried = carried_over(settings, spec.name, CHECK_NAME, inputs)
     if carried is not None:
         return carried
+    spark = started_session(session, settings)
     position = restart_position(spec.name, settings.checkpoint_for(spec.name))
     outcomes = [
         _totals_outcome(spark, settings, spec, exp, position.snapshot_id)

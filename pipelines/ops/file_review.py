@@ -15,15 +15,18 @@ the same name, e.g. after a full refresh). Everything else rejected is unresolve
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+import json
+import os
+from dataclasses import asdict, dataclass, replace
 from datetime import datetime
-from pathlib import PurePath
+from pathlib import Path, PurePath
 
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from infra.errors import TributaryError
 from infra.settings import Settings
+from infra.spark import Session, running_session, started_session
 from pipelines.io.formats import table_format
 from pipelines.run.locks import table_lock
 from pipelines.spec.registry import Registry
@@ -88,13 +91,66 @@ def require_file_source(registry: Registry, table: str) -> TableSpec:
     return spec
 
 
-def file_rows(
-    spark: SparkSession, settings: Settings, spec: TableSpec, problems_only: bool = False
-) -> list[FileRecord]:
+def file_rows(session: Session, settings: Settings, spec: TableSpec, problems_only: bool = False) -> list[FileRecord]:
     """One record per landed file of `spec` (latest health, with its acknowledgement), sorted by file name.
 
     `problems_only` keeps rejected, empty and header-only files. A table that has not been run yet has none.
+    The records are kept per snapshot of `<table>_files` (every run and acknowledgement commits one), so asking
+    again while it is unchanged reads them back and does not start `session` (`infra.spark.Session`).
     """
+    if spec.files_table is None:
+        return []
+    fmt = table_format(settings)
+    running = running_session(session)
+    snapshot = fmt.current_snapshot(running, spec.files_table) if fmt.exists(running, spec.files_table) else None
+    if snapshot is None:
+        return []
+    kept = settings.home / "cache" / "files" / f"{spec.files_table}.{'problems' if problems_only else 'all'}.json"
+    records = _kept_records(kept, snapshot.snapshot_id)
+    if records is None:
+        records = _file_rows(started_session(session, settings), settings, spec, problems_only)
+        _keep_records(kept, snapshot.snapshot_id, records)
+    return records
+
+
+def _kept_records(path: Path, snapshot_id: int) -> list[FileRecord] | None:
+    try:
+        kept = json.loads(path.read_text())
+        if kept["snapshot_id"] != snapshot_id:
+            return None
+        return [
+            FileRecord(
+                **{
+                    **r,
+                    "new_fields": tuple(r["new_fields"]),
+                    "recorded_at": datetime.fromisoformat(r["recorded_at"]) if r["recorded_at"] else None,
+                }
+            )
+            for r in kept["records"]
+        ]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def _keep_records(path: Path, snapshot_id: int, records: list[FileRecord]) -> None:
+    rows = [
+        {
+            **asdict(r),
+            "recorded_at": r.recorded_at.isoformat() if r.recorded_at else None,
+            "new_fields": list(r.new_fields),
+        }
+        for r in records
+    ]
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}")
+        tmp.write_text(json.dumps({"snapshot_id": snapshot_id, "records": rows}))
+        os.replace(tmp, path)
+    except OSError:
+        pass  # a read-only home: read from the table next time
+
+
+def _file_rows(spark: SparkSession, settings: Settings, spec: TableSpec, problems_only: bool) -> list[FileRecord]:
     frame = _files_frame(spark, settings, spec)
     if frame is None:
         return []

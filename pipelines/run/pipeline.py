@@ -5,8 +5,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from infra.settings import Settings
+from infra.spark import Session
 from pipelines.run.report import RunReport
-from pipelines.run.runner import Session, run_table
+from pipelines.run.runner import run_table
 from pipelines.spec.registry import Registry
 from pipelines.spec.tables import TableSpec
 

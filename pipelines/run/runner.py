@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Callable
 from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
@@ -14,10 +13,10 @@ from pyspark.sql import DataFrame, SparkSession
 
 from infra.errors import PipelineError, TributaryError, first_line
 from infra.settings import Settings
-from infra.spark import get_spark
+from infra.spark import Session, running_session, started_session
 from infra.stopwatch import Stopwatch
 from pipelines.io.archive import archive_committed
-from pipelines.io.checkpoints import pending_batch
+from pipelines.io.checkpoints import mark_finished, pending_batch
 from pipelines.io.formats import TableFormat, table_format
 from pipelines.io.landing import landing_folder
 from pipelines.io.landing_parse import CsvHeaders
@@ -95,11 +94,6 @@ def write_micro_batch(ctx: BatchContext, df: DataFrame, spec: TableSpec, headers
         spec.sink.write(ctx, df)
 
 
-# A SparkSession, a function that returns one (called only if the run needs a session), or None (the process's
-# session for the run's settings, `infra.spark.get_spark`, started only if needed).
-Session = SparkSession | Callable[[], SparkSession] | None
-
-
 def run_table(spark: Session, settings: Settings, spec: TableSpec) -> RunReport:
     """Run `spec` incrementally: process everything available, commit, stop, and report.
 
@@ -124,7 +118,7 @@ def run_table(spark: Session, settings: Settings, spec: TableSpec) -> RunReport:
 
 def _run_locked(session: Session, settings: Settings, spec: TableSpec, clock: Stopwatch, started: float) -> RunReport:
     fmt = table_format(settings)
-    spark = session if isinstance(session, SparkSession) else None
+    spark = running_session(session)
     trigger_name, trigger = trigger_for(spec)
     report = RunReport(table=spec.name, trigger=trigger_name)
     checkpoint = settings.checkpoint_for(spec.name)
@@ -173,6 +167,7 @@ def _run_locked(session: Session, settings: Settings, spec: TableSpec, clock: St
             except file_health.LandedDuringStart:
                 if attempt == _HEADER_RESTARTS:
                     raise
+    mark_finished(checkpoint)
     fill_from_progress(report, progress, streams.source_copies(spec))
     report.metrics = dict(metrics)
     if landed is not None:
@@ -182,13 +177,6 @@ def _run_locked(session: Session, settings: Settings, spec: TableSpec, clock: St
         report.tables = {out.name: fmt.stats(spark, out.name) for out in spec.outputs()}
     report.seconds = round(time.perf_counter() - started, 3)
     return report
-
-
-def started_session(session: Session, settings: Settings) -> SparkSession:
-    """The session `session` stands for, started now if need be."""
-    if isinstance(session, SparkSession):
-        return session
-    return session() if session is not None else get_spark(settings)
 
 
 def _skipped(
@@ -203,7 +191,7 @@ def _skipped(
     with clock.stage("prepare_tables"):
         # Tables that exist were checked against the spec when written; a spec change is checked (and a declared
         # column added) by the next run that writes.
-        spark = session if isinstance(session, SparkSession) else None
+        spark = running_session(session)
         if not all(fmt.exists(spark, out.name) for out in spec.outputs()):
             spark = started_session(session, settings)
             prepare_tables(spark, fmt, spec)
