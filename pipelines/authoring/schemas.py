@@ -9,11 +9,19 @@ is checked against it as a contract.
 from __future__ import annotations
 
 import atexit
+import dataclasses
+import hashlib
+import inspect
+import json
+import os
+import re
 import shutil
 import tempfile
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
+import pyspark
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import StructType
 
@@ -102,6 +110,10 @@ def inferrer(
     """The zero-argument schema function of `d`'s table: plan on empty inputs, shape, check the contract."""
 
     def infer() -> StructType:
+        key = cache_key(d, specs)
+        cached = _cached(key)
+        if cached is not None:
+            return cached
         frames = input_frames(d, specs, streaming=not d.write.recomputes)
         try:
             planned = plan(frames).schema
@@ -109,6 +121,73 @@ def inferrer(
             raise
         except Exception as exc:  # the function or Spark's analysis failed: one line naming the declaration
             raise d.error(f"the function cannot be planned: {first_line(exc)}", "fix the function") from None
-        return check_contract(d, shape(d, planned))
+        schema = check_contract(d, shape(d, planned))
+        _store(key, schema)
+        return schema
 
     return infer
+
+
+def cache_key(d: Declaration, specs: Mapping[str, TableSpec]) -> str | None:
+    """A digest of everything an inferred schema depends on, or None when the function's source is unknown.
+
+    Inferring plans the function with Spark, so loading the Dagster definitions would start a JVM in every
+    process that loads them (each run, the daemon, the webserver). The key covers the Python files of the
+    function's folder (its dataset) and of this package (how kinds shape schemas), the declaration, the input
+    schemas and the Spark version: a change to any of them infers again.
+    """
+    source = inspect.getsourcefile(d.fn) if d.fn is not None else None
+    if source is None and d.source is None:
+        return None
+    folders = [Path(__file__).parent, *([Path(source).parent] if source else [])]
+    # The function's code is covered by its file, what it captured by its closure and defaults; a repr with a
+    # memory address would differ in every process.
+    captured = [c.cell_contents for c in getattr(d.fn, "__closure__", None) or () if _has_contents(c)]
+    described = repr((dataclasses.replace(d, fn=None), captured, getattr(d.fn, "__defaults__", None)))
+    parts = [pyspark.__version__, re.sub(r" at 0x[0-9a-f]+", "", described)]
+    parts += [_files_digest(folder) for folder in folders]
+    parts += [specs[param.table].output.schema.json() for param in d.params]
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()
+
+
+def _has_contents(cell: Any) -> bool:
+    try:
+        _ = cell.cell_contents
+    except ValueError:  # a variable the function will bind later
+        return False
+    return True
+
+
+def _files_digest(folder: Path) -> str:
+    digest = hashlib.sha256()
+    for path in sorted(folder.glob("*.py")):
+        digest.update(path.name.encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()
+
+
+def _cache_file(key: str) -> Path:
+    from infra.settings import Settings
+
+    return Settings.from_env().home / "cache" / "schemas" / f"{key}.json"
+
+
+def _cached(key: str | None) -> StructType | None:
+    if key is None:
+        return None
+    try:
+        return StructType.fromJson(json.loads(_cache_file(key).read_text()))
+    except (OSError, ValueError, KeyError, TypeError):
+        return None  # not cached yet, or unreadable: infer again
+
+
+def _store(key: str | None, schema: StructType) -> None:
+    if key is None:
+        return
+    path = _cache_file(key)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}")
+        tmp.write_text(schema.json())
+        os.replace(tmp, path)
+    except OSError:
+        pass  # a read-only home: the next load infers again
