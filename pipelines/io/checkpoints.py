@@ -14,6 +14,7 @@ descendants to still exist.
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -143,7 +144,10 @@ def caught_up_offsets(checkpoint: Path) -> set[tuple[int, int]] | None:
     if last not in commits:
         return None
     ran_with = int(batch_metadata(offsets[last]).get("batchWatermarkMs", 0))
-    if int(batch_metadata(commits[last]).get("nextBatchWatermarkMs", 0)) != ran_with:
+    advanced = int(batch_metadata(commits[last]).get("nextBatchWatermarkMs", 0)) != ran_with
+    # A query that finished by itself after this batch already decided it owed no no-data batch (a restarted
+    # query never runs one without new data); one killed before deciding may owe it.
+    if advanced and _finished_after(checkpoint) != last:
         return None
     found = set()
     for line in offsets[last].read_text().splitlines()[2:]:
@@ -151,6 +155,26 @@ def caught_up_offsets(checkpoint: Path) -> set[tuple[int, int]] | None:
         if isinstance(value, dict) and "snapshot_id" in value:
             found.add((int(value["snapshot_id"]), int(value.get("position", 0))))
     return found
+
+
+def mark_finished(checkpoint: Path) -> None:
+    """Record that the query at `checkpoint` finished by itself (bounded trigger) after its last committed batch."""
+    last = last_committed_batch(checkpoint)
+    if last is None:
+        return
+    tmp = checkpoint / f".{_FINISHED}.tmp"
+    tmp.write_text(json.dumps({"batch_id": last}))
+    os.replace(tmp, checkpoint / _FINISHED)
+
+
+def _finished_after(checkpoint: Path) -> int | None:
+    try:
+        return int(json.loads((checkpoint / _FINISHED).read_text())["batch_id"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+_FINISHED = "tributary_finished.json"
 
 
 @dataclass(frozen=True)
