@@ -26,6 +26,7 @@ SECTIONS = (
     ("bench.freshness", "bench_freshness"),
     ("bench.streaming", "bench_streaming"),
     ("bench.many_files", "bench_many_files"),
+    ("bench.scale", "bench_scale"),
 )
 
 
