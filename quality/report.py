@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import os
-import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
 
+from infra.files import write_atomically
 from infra.settings import Settings
 from quality.results import CheckResult, load_results, results_dir
 
@@ -81,10 +80,5 @@ def render_report(results: list[CheckResult], source: Path | None = None) -> str
 def write_report(settings: Settings) -> Path:
     """Render the latest results under the home into `<home>/reports/quality.md` (atomically) and return its path."""
     target = report_path(settings)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    text = render_report(load_results(settings), results_dir(settings))
-    fd, tmp = tempfile.mkstemp(prefix=".", suffix=".tmp", dir=target.parent)
-    with os.fdopen(fd, "w") as fh:
-        fh.write(text)
-    os.replace(tmp, target)
+    write_atomically(target, render_report(load_results(settings), results_dir(settings)))
     return target

@@ -7,14 +7,13 @@ the quality report can be rendered without a Dagster instance.
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from dataclasses import asdict, dataclass, field
 from datetime import date, datetime
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+from infra.files import write_atomically
 from infra.settings import Settings
 
 MAX_SAMPLES = 20
@@ -113,13 +112,8 @@ def results_dir(settings: Settings) -> Path:
 
 def save_result(settings: Settings, result: CheckResult) -> Path:
     """Write `result` as the latest of its table and check (atomic rename: readers never see half a file)."""
-    folder = results_dir(settings)
-    folder.mkdir(parents=True, exist_ok=True)
-    target = folder / f"{result.table}.{result.check}.json"
-    fd, tmp = tempfile.mkstemp(prefix=".", suffix=".tmp", dir=folder)
-    with os.fdopen(fd, "w") as fh:
-        fh.write(result.to_json())
-    os.replace(tmp, target)
+    target = results_dir(settings) / f"{result.table}.{result.check}.json"
+    write_atomically(target, result.to_json())
     return target
 
 

@@ -9,11 +9,11 @@ is checked against it as a contract.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import dataclasses
 import hashlib
 import inspect
 import json
-import os
 import re
 import shutil
 import tempfile
@@ -26,6 +26,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import StructType
 
 from infra.errors import ConfigError, first_line
+from infra.files import write_atomically
 from pipelines.io.landing_parse import LANDED_LINEAGE
 
 if TYPE_CHECKING:
@@ -184,10 +185,5 @@ def _store(key: str | None, schema: StructType) -> None:
     if key is None:
         return
     path = _cache_file(key)
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}")
-        tmp.write_text(schema.json())
-        os.replace(tmp, path)
-    except OSError:
-        pass  # a read-only home: the next load infers again
+    with contextlib.suppress(OSError):  # a read-only home: the next load infers again
+        write_atomically(path, schema.json())

@@ -14,11 +14,11 @@ descendants to still exist.
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
 from infra.errors import PipelineError
+from infra.files import write_atomically
 from infra.paths import canonical_all
 from infra.settings import Settings
 from pipelines.spec.registry import Registry
@@ -162,9 +162,7 @@ def mark_finished(checkpoint: Path) -> None:
     last = last_committed_batch(checkpoint)
     if last is None:
         return
-    tmp = checkpoint / f".{_FINISHED}.tmp"
-    tmp.write_text(json.dumps({"batch_id": last}))
-    os.replace(tmp, checkpoint / _FINISHED)
+    write_atomically(checkpoint / _FINISHED, json.dumps({"batch_id": last}))
 
 
 def _finished_after(checkpoint: Path) -> int | None:

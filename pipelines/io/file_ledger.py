@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from infra.files import write_atomically
 from pipelines.io.checkpoints import SeenFile
 
 LEDGER = "tributary_files.json"
@@ -52,10 +52,7 @@ def load(checkpoint: Path) -> dict[str, Fingerprint]:
 
 def save(checkpoint: Path, ledger: dict[str, Fingerprint]) -> None:
     """Write the ledger atomically."""
-    checkpoint.mkdir(parents=True, exist_ok=True)
-    tmp = checkpoint / f".{LEDGER}.tmp"
-    tmp.write_text(json.dumps({name: asdict(f) for name, f in sorted(ledger.items())}))
-    os.replace(tmp, checkpoint / LEDGER)
+    write_atomically(checkpoint / LEDGER, json.dumps({name: asdict(f) for name, f in sorted(ledger.items())}))
 
 
 def unchanged(ledger: dict[str, Fingerprint], seen: SeenFile, path: Path) -> bool:

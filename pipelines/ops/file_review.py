@@ -15,8 +15,8 @@ the same name, e.g. after a full refresh). Everything else rejected is unresolve
 
 from __future__ import annotations
 
+import contextlib
 import json
-import os
 from dataclasses import asdict, dataclass, replace
 from datetime import datetime
 from pathlib import Path, PurePath
@@ -25,6 +25,7 @@ from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from infra.errors import TributaryError
+from infra.files import write_atomically
 from infra.settings import Settings
 from infra.spark import Session, running_session, started_session
 from pipelines.io.formats import table_format
@@ -141,13 +142,8 @@ def _keep_records(path: Path, snapshot_id: int, records: list[FileRecord]) -> No
         }
         for r in records
     ]
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}")
-        tmp.write_text(json.dumps({"snapshot_id": snapshot_id, "records": rows}))
-        os.replace(tmp, path)
-    except OSError:
-        pass  # a read-only home: read from the table next time
+    with contextlib.suppress(OSError):  # a read-only home: read from the table next time
+        write_atomically(path, json.dumps({"snapshot_id": snapshot_id, "records": rows}))
 
 
 def _file_rows(spark: SparkSession, settings: Settings, spec: TableSpec, problems_only: bool) -> list[FileRecord]:
