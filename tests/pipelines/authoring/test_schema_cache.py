@@ -1,0 +1,80 @@
+"""Inferred schemas are cached per home, and inferred again when anything they depend on changes."""
+
+from __future__ import annotations
+
+import importlib
+import itertools
+import sys
+from pathlib import Path
+
+import pytest
+
+from pipelines.authoring.declarations import DECLARED
+from pipelines.authoring.discover import load_registry
+from tests.support.packages import write_package
+
+_names = itertools.count()
+TABLES = """
+import pipelines.authoring as tb
+
+tb.landing("bronze.{p}_raw", tb.files("{p}", "json", tb.schema("id string, n int")))
+
+
+def _copy(column):
+    @tb.silver(name="silver.{p}_" + column)
+    def copied(bronze_{p}_raw):
+        return bronze_{p}_raw.withColumn(column, bronze_{p}_raw.n * 2)
+
+    return copied
+
+
+for _column in ("doubled", "twice"):
+    _copy(_column)
+
+
+@tb.silver
+def {p}_labelled(bronze_{p}_raw):
+    return bronze_{p}_raw.withColumn("LABEL", bronze_{p}_raw.id)
+"""
+
+
+def _forget(package: str) -> None:
+    """As a new process would: the package is imported again and declares its tables anew."""
+    DECLARED[:] = [d for d in DECLARED if not d.module.startswith(package)]
+    for name in [m for m in sys.modules if m == package or m.startswith(f"{package}.")]:
+        del sys.modules[name]
+    importlib.invalidate_caches()
+
+
+def _columns(package: str, table: str) -> list[str]:
+    registry = load_registry([package])
+    return registry.get(table).output.schema.names
+
+
+def test_schemas_are_cached_and_inferred_again_after_a_change(
+    spark, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    home = tmp_path / "home"
+    monkeypatch.setenv("TRIBUTARY_HOME", str(home))
+    package = f"schema_cache_{next(_names)}"
+    write_package(tmp_path / "src", package, {"tables.py": TABLES.replace("{p}", package)})
+
+    # One function site, two captured column names: two tables, two schemas.
+    assert "doubled" in _columns(package, f"silver.{package}_doubled")
+    assert "twice" in _columns(package, f"silver.{package}_twice")
+    assert "LABEL" in _columns(package, f"silver.{package}_labelled")
+    cache = home / "cache" / "schemas"
+    cached = sorted(cache.iterdir())
+    assert len(cached) >= 3
+
+    # The same declarations again: read from the cache, nothing new written.
+    _forget(package)
+    assert "LABEL" in _columns(package, f"silver.{package}_labelled")
+    assert sorted(cache.iterdir()) == cached
+
+    # The function's file changed: that table (and only what depends on the file) is inferred again.
+    source = tmp_path / "src" / package / "tables.py"
+    source.write_text(source.read_text().replace('"LABEL"', '"TAG"'))
+    _forget(package)
+    columns = _columns(package, f"silver.{package}_labelled")
+    assert "TAG" in columns and "LABEL" not in columns
