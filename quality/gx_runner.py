@@ -21,7 +21,7 @@ from infra.spark import Session, running_session, started_session
 from pipelines.io.formats import table_format
 from pipelines.spec.expectations import GX_KINDS, Expectation
 from pipelines.spec.tables import TableSpec
-from quality.inputs import carried_over, digest, snapshot_versions
+from quality.inputs import carried_over, digest, snapshot_version, snapshot_versions
 from quality.results import MAX_SAMPLES, CheckResult, Outcome, plain
 
 if TYPE_CHECKING:
@@ -279,6 +279,6 @@ def validate_table(
                 rows_checked=rows,
                 engine=f"great_expectations {gx.__version__}",
                 # Carried over later only if the snapshot validated is the one the inputs were read at.
-                inputs=inputs if inputs.get(f"snapshot:{spec.name}") == str(snapshot) else {},
+                inputs=inputs if inputs.get(f"snapshot:{spec.name}") == snapshot_version(snapshot) else {},
             )
     return results

@@ -53,8 +53,13 @@ def snapshot_versions(spark: SparkSession | None, settings: Settings, tables: li
     out = {}
     for table in tables:
         snapshot = fmt.current_snapshot(spark, table)
-        out[f"snapshot:{table}"] = "none" if snapshot is None else str(snapshot.snapshot_id)
+        out[f"snapshot:{table}"] = snapshot_version(None if snapshot is None else snapshot.snapshot_id)
     return out
+
+
+def snapshot_version(snapshot_id: int | None) -> str:
+    """How an input names a table's snapshot ("none" before its first commit)."""
+    return "none" if snapshot_id is None else str(snapshot_id)
 
 
 def position_version(settings: Settings, consumer: str) -> dict[str, str]:

@@ -169,6 +169,14 @@ def test_reconciliation_and_suites_catch_rows_changed_behind_the_pipeline(spark,
     assert sorted(k for k, r in again.items() if r.carried_over_at is None) == []
     assert {k: r.outcomes for k, r in again.items()} == {k: r.outcomes for k, r in results.items()}
 
+    # A table created but never written (nothing landed for it) is carried over too, and without Spark.
+    clicks = load_registry(["pipelines.datasets.clickstream"]).get("bronze.clicks")
+    assert run_table(spark, s, clicks).rows_in == 0
+    empty = validate_table(spark, s, clicks)["error"]
+    assert empty.inputs[f"snapshot:{clicks.name}"] == "none" and empty.carried_over_at is None
+    save_result(s, empty)
+    assert validate_table(None, s, clicks)["error"].carried_over_at is not None
+
     fmt_silver = f"{s.catalog_name}.silver.events"
     lost, doubled = [r.event_id for r in spark.table(fmt_silver).orderBy("event_id").limit(2).collect()]
     spark.sql(f"DELETE FROM {fmt_silver} WHERE event_id = '{lost}'")
