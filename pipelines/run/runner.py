@@ -103,7 +103,7 @@ def run_table(spark: Session, settings: Settings, spec: TableSpec) -> RunReport:
     The table's writer lock is held for the whole run, so a second run of the same table (CLI or Dagster)
     waits for this one (see `pipelines.run.locks`). The report's `stages` say where the time went: `lock`,
     `checks` (upstreams, landed files), `skip_check`, `plan`, `prepare_tables`, `stream` (the query, including
-    its batches' `batch.write`, `batch.append` and `batch.commit_lookup`), `all_read` and `stats`.
+    its batches' `batch.write`, `batch.append` and `batch.commit_lookup`), `all_read`, `archive` and `stats`.
     """
     clock = Stopwatch()
     started = time.perf_counter()
