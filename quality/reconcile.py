@@ -21,18 +21,15 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import TYPE_CHECKING, cast
 
-import pyarrow.parquet as pq
 from pyspark.sql import functions as F
 
 from infra.errors import ConfigError
-from infra.paths import canonical, open_landed
 from infra.settings import Settings
 from infra.spark import Session, running_session, started_session
 from pipelines.io.archive import received_files
-from pipelines.io.checkpoints import committed_files, restart_position
+from pipelines.io.checkpoints import restart_position
 from pipelines.io.formats import table_format
 from pipelines.spec.expectations import Expectation
 from pipelines.spec.registry import Registry
@@ -49,6 +46,7 @@ from quality.inputs import (
     read_files_version,
     snapshot_versions,
 )
+from quality.landed_lines import landed_vs_bronze
 from quality.results import MAX_SAMPLES, CheckResult, Outcome, plain
 
 if TYPE_CHECKING:
@@ -87,59 +85,12 @@ def totals_expectations(spec: TableSpec) -> list[Expectation]:
     return [e for e in spec.expectations if e.kind == "totals_match_upstream"]
 
 
-def _lines(path: Path, source: FileSource) -> int:
-    """Rows Spark reads from one landed file: non-blank lines (minus a CSV header), or Parquet rows."""
-    if source.format == "parquet":
-        return pq.read_metadata(path).num_rows
-    with open_landed(path) as fh:
-        count = sum(1 for line in fh if line.strip())
-    return max(count - 1, 0) if source.format == "csv" else count
-
-
 def _as_of(spark: SparkSession, settings: Settings, table: str, snapshot: int | None) -> DataFrame:
     """`table` at `snapshot` (empty when the reader has not read any snapshot yet)."""
     df = spark.table(table_format(settings).qualified(table))
     if snapshot is None:
         return df.limit(0)
     return spark.sql(f"SELECT * FROM {table_format(settings).qualified(table)} VERSION AS OF {int(snapshot)}")
-
-
-def _landed_vs_bronze(spark: SparkSession, settings: Settings, pipeline: Pipeline) -> tuple[Outcome, list[str]]:
-    source = pipeline.bronze.source
-    assert isinstance(source, FileSource)
-    bronze = spark.table(table_format(settings).qualified(pipeline.bronze.name))
-    per_file = {
-        canonical(r["_source_file"]): int(r["n"])
-        for r in bronze.groupBy("_source_file").agg(F.count(F.lit(1)).alias("n")).collect()
-        if r["_source_file"] is not None
-    }
-    landed = received_files(settings, source)
-    read = committed_files(settings.checkpoint_for(pipeline.bronze.name)) | set(per_file)
-    notes = []
-    pending = sorted(set(landed) - read)
-    if pending:
-        notes.append(f"{len(pending)} landed file(s) not yet read by {pipeline.bronze.name} (pending)")
-    gone = sorted(read - set(landed))
-    if gone:
-        notes.append(f"{len(gone)} file(s) read by {pipeline.bronze.name} are no longer in the landing folder")
-    landed_total = bronze_total = 0
-    mismatched = []
-    for name in sorted(read & set(landed)):
-        lines, rows = _lines(landed[name], source), per_file.get(name, 0)
-        landed_total += lines
-        bronze_total += rows
-        if lines != rows:
-            mismatched.append(f"{landed[name].name}: {lines} landed, {rows} in bronze")
-    outcome = Outcome(
-        name=f"landed lines = {pipeline.bronze.name} rows",
-        severity="error",
-        success=not mismatched,
-        observed=f"{landed_total} landed lines, {bronze_total} bronze rows in {len(read & set(landed))} files",
-        element_count=landed_total,
-        unexpected_count=abs(landed_total - bronze_total) if mismatched else 0,
-        samples=mismatched[:MAX_SAMPLES],
-    )
-    return outcome, notes
 
 
 def reconcile_pipeline(session: Session, settings: Settings, pipeline: Pipeline) -> CheckResult:
@@ -159,7 +110,7 @@ def reconcile_pipeline(session: Session, settings: Settings, pipeline: Pipeline)
         return carried
     spark = started_session(session, settings)
     keys = list(sink.keys)
-    landed_outcome, notes = _landed_vs_bronze(spark, settings, pipeline)
+    landed_outcome, notes = landed_vs_bronze(spark, settings, pipeline.bronze)
 
     position = restart_position(silver.name, settings.checkpoint_for(silver.name))
     if position.snapshot_id is not None and not position.committed:

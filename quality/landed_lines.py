@@ -1,0 +1,69 @@
+"""Landed lines = bronze rows, file by file: the first outcome of the pipeline reconciliation."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pyarrow.parquet as pq
+from pyspark.sql import functions as F
+
+from infra.paths import canonical, open_landed
+from infra.settings import Settings
+from pipelines.io.archive import received_files
+from pipelines.io.checkpoints import committed_files
+from pipelines.io.formats import table_format
+from pipelines.spec.tables import FileSource, TableSpec
+from quality.results import MAX_SAMPLES, Outcome
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+
+def _lines(path: Path, source: FileSource) -> int:
+    """Rows Spark reads from one landed file: non-blank lines (minus a CSV header), or Parquet rows."""
+    if source.format == "parquet":
+        return pq.read_metadata(path).num_rows
+    with open_landed(path) as fh:
+        count = sum(1 for line in fh if line.strip())
+    return max(count - 1, 0) if source.format == "csv" else count
+
+
+def landed_vs_bronze(spark: SparkSession, settings: Settings, bronze_spec: TableSpec) -> tuple[Outcome, list[str]]:
+    """Every file the bronze stream read (landed or archived) has as many bronze rows as it has lines; notes name
+    files not read yet and files gone from the landing folder and the archive."""
+    source = bronze_spec.source
+    assert isinstance(source, FileSource)
+    bronze = spark.table(table_format(settings).qualified(bronze_spec.name))
+    per_file = {
+        canonical(r["_source_file"]): int(r["n"])
+        for r in bronze.groupBy("_source_file").agg(F.count(F.lit(1)).alias("n")).collect()
+        if r["_source_file"] is not None
+    }
+    landed = received_files(settings, source)
+    read = committed_files(settings.checkpoint_for(bronze_spec.name)) | set(per_file)
+    notes = []
+    pending = sorted(set(landed) - read)
+    if pending:
+        notes.append(f"{len(pending)} landed file(s) not yet read by {bronze_spec.name} (pending)")
+    gone = sorted(read - set(landed))
+    if gone:
+        notes.append(f"{len(gone)} file(s) read by {bronze_spec.name} are no longer in the landing folder")
+    landed_total = bronze_total = 0
+    mismatched = []
+    for name in sorted(read & set(landed)):
+        lines, rows = _lines(landed[name], source), per_file.get(name, 0)
+        landed_total += lines
+        bronze_total += rows
+        if lines != rows:
+            mismatched.append(f"{landed[name].name}: {lines} landed, {rows} in bronze")
+    outcome = Outcome(
+        name=f"landed lines = {bronze_spec.name} rows",
+        severity="error",
+        success=not mismatched,
+        observed=f"{landed_total} landed lines, {bronze_total} bronze rows in {len(read & set(landed))} files",
+        element_count=landed_total,
+        unexpected_count=abs(landed_total - bronze_total) if mismatched else 0,
+        samples=mismatched[:MAX_SAMPLES],
+    )
+    return outcome, notes
