@@ -138,23 +138,27 @@ def clean_lines(df: DataFrame, *extra: Column) -> DataFrame:
 
 
 def parse_json_lines(df: DataFrame, source: FileSource) -> DataFrame:
-    """Typed rows, `_corrupt_record` and `_rescued_data` from JSON lines read as text (with `_metadata`)."""
+    """Typed rows, `_corrupt_record` and `_rescued_data` from JSON lines read as text (with `_metadata`).
+
+    Every line is parsed typed and its top-level keys listed (`json_object_keys`: NULL when the line is not a
+    JSON object); the text of every value is parsed only for the rare line that needs `_rescued_data`.
+    """
     options = {**dict(source.options), "columnNameOfCorruptRecord": CORRUPT_COLUMN}
     parsed = clean_lines(df).select(
         F.from_json("_line", with_corrupt(source.schema), options).alias("_typed"),
-        F.from_json("_line", _TEXT_MAP).alias("_raw"),
+        F.json_object_keys("_line").alias("_keys"),
         "_utf8",
         "_line",
         "_metadata",
     )
     names = source.schema.names
-    ok = F.col("_utf8") & F.col("_raw").isNotNull()
+    ok = F.col("_utf8") & F.col("_keys").isNotNull()
     # A JSON object whose typed parse is corrupt has a value that did not convert.
     failed = F.col(f"_typed.{CORRUPT_COLUMN}").isNotNull()
-    declared = F.array(*[F.lit(n) for n in names]) if names else F.array().cast("array<string>")
-    has_unknown = F.size("_raw") > F.size(F.array_intersect(F.map_keys("_raw"), declared))
-    texts = {name: F.col("_raw")[name] for name in names}
-    unknown = F.map_filter("_raw", lambda k, _: ~k.isin(*names))
+    has_unknown = F.exists("_keys", lambda k: ~k.isin(*names)) if names else F.size("_keys") > 0
+    raw = F.from_json("_line", _TEXT_MAP)
+    texts = {name: raw[name] for name in names}
+    unknown = F.map_filter(raw, lambda k, _: ~k.isin(*names))
     rescued = _rescued(source.schema, F.col("_typed"), texts, unknown)
     return parsed.select(
         *[F.when(ok, F.col(f"_typed.{f.name}")).alias(f.name) for f in source.schema.fields],
