@@ -6,13 +6,14 @@ once its jars are available (they come from Maven Central, which this environmen
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass
 from typing import Protocol
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import StructType
 
-from infra.errors import ConfigError, SetupError
+from infra.errors import ConfigError, PipelineError, SetupError
 from infra.identifiers import validate_table_name
 from infra.settings import Settings
 from infra.spark import get_spark
@@ -21,6 +22,12 @@ from pipelines.spec.tables import OutputTable
 
 WRITER_PROPERTY = "tributary.writer"
 BATCH_PROPERTY = "tributary.batch-id"
+# A staged (write-audit-publish) append carries `wap.id` = tributary/<writer>/<batch id>/<attempt>; Iceberg keeps it
+# as `published-wap-id` when a cherry-pick has to copy the snapshot (main moved), which drops the custom summary.
+WAP_PREFIX = "tributary"
+# How a landing batch is written: its rows share one `_ingested_at` day (one timestamp per micro-batch), so each
+# task writes its own files, without the shuffle of Iceberg's default hash distribution; fanout keeps any input right.
+LANDING_WRITE_OPTIONS = {"distribution-mode": "none", "fanout-enabled": "true"}
 
 # Keep metadata from growing without bound: old metadata.json files are deleted after each commit.
 DEFAULT_TABLE_PROPERTIES = {
@@ -29,6 +36,15 @@ DEFAULT_TABLE_PROPERTIES = {
     "write.metadata.previous-versions-max": "50",
     "write.parquet.compression-codec": "zstd",
 }
+
+
+@dataclass(frozen=True)
+class Staged:
+    """An append written but not yet published to the main branch (readers and streams do not see it)."""
+
+    snapshot_id: int
+    parent_id: int | None
+    rows: int
 
 
 @dataclass(frozen=True)
@@ -69,6 +85,18 @@ class TableFormat(Protocol):
 
     def append(self, df: DataFrame, name: str, writer: str, batch_id: int) -> int:
         """Append `df` as one commit tagged with the writer and batch id; return the rows added."""
+        ...
+
+    def stage_append(self, df: DataFrame, name: str, writer: str, batch_id: int) -> Staged:
+        """Write `df` as an append tagged like `append`, but unpublished: not a committed batch until `publish`."""
+        ...
+
+    def read_staged(self, spark: SparkSession, name: str, staged: Staged) -> DataFrame:
+        """The rows of a staged append (only those)."""
+        ...
+
+    def publish(self, spark: SparkSession, name: str, staged: Staged) -> None:
+        """Make a staged append part of the table (one atomic commit); its batch is then committed."""
         ...
 
     def exists(self, spark: SparkSession | None, name: str) -> bool:
@@ -129,13 +157,20 @@ class IcebergFormat:
         spark.sql(f"ALTER TABLE {self.qualified(name)} ADD COLUMNS ({ddl})")
 
     def committed_batches(self, spark: SparkSession, name: str, writer: str) -> set[int]:
-        """Read the snapshot summaries: each append records which writer and batch made it."""
+        """Read the snapshot summaries of the main branch: each append records which writer and batch made it.
+
+        A staged append that was never published is not on the main branch, so its batch is not committed.
+        """
+        qualified = self.qualified(name)
         rows = spark.sql(
-            f"SELECT summary['{BATCH_PROPERTY}'] AS b FROM {self.qualified(name)}.snapshots "
-            f"WHERE summary['{WRITER_PROPERTY}'] = :writer",
-            args={"writer": writer},
+            f"SELECT s.summary['{WRITER_PROPERTY}'] AS w, s.summary['{BATCH_PROPERTY}'] AS b, "
+            f"s.summary['published-wap-id'] AS p FROM {qualified}.snapshots s "
+            f"JOIN {qualified}.history h ON s.snapshot_id = h.snapshot_id WHERE h.is_current_ancestor "
+            f"AND (s.summary['{WRITER_PROPERTY}'] = :writer OR s.summary['published-wap-id'] LIKE :staged)",
+            args={"writer": writer, "staged": f"{WAP_PREFIX}/{writer}/%"},
         ).collect()
-        return {int(r.b) for r in rows if r.b is not None}
+        batches = (r.b if r.w == writer else r.p.split("/")[2] for r in rows)
+        return {int(b) for b in batches if b is not None}
 
     def append(self, df: DataFrame, name: str, writer: str, batch_id: int) -> int:
         """One Iceberg commit whose snapshot summary names the writer and batch (the idempotence key).
@@ -151,10 +186,62 @@ class IcebergFormat:
         )
         added = df.sparkSession.sql(
             f"SELECT summary['added-records'] AS n FROM {qualified}.snapshots "
-            f"WHERE summary['{WRITER_PROPERTY}'] = :writer AND summary['{BATCH_PROPERTY}'] = :batch",
+            f"WHERE summary['{WRITER_PROPERTY}'] = :writer AND summary['{BATCH_PROPERTY}'] = :batch "
+            "AND summary['wap.id'] IS NULL",
             args={"writer": writer, "batch": str(batch_id)},
         ).collect()
         return sum(int(r.n or 0) for r in added)
+
+    def stage_append(self, df: DataFrame, name: str, writer: str, batch_id: int) -> Staged:
+        """Iceberg write-audit-publish: the append is committed as a snapshot off the main branch (`spark.wap.id`),
+        with `LANDING_WRITE_OPTIONS` (the one caller stages landing batches)."""
+        qualified = self.qualified(name)
+        spark = df.sparkSession  # a streaming query's own session: the WAP id touches no other query's writes
+        enabled = spark.sql(f"SHOW TBLPROPERTIES {qualified} ('write.wap.enabled')").collect()
+        if not enabled or enabled[0].value != "true":
+            spark.sql(f"ALTER TABLE {qualified} SET TBLPROPERTIES ('write.wap.enabled'='true')")
+        wap_id = f"{WAP_PREFIX}/{writer}/{batch_id}/{uuid.uuid4().hex[:12]}"
+        spark.conf.set("spark.wap.id", wap_id)
+        try:
+            (
+                df.writeTo(qualified)
+                .option(f"snapshot-property.{WRITER_PROPERTY}", writer)
+                .option(f"snapshot-property.{BATCH_PROPERTY}", str(batch_id))
+                .options(**LANDING_WRITE_OPTIONS)
+                .append()
+            )
+        finally:
+            spark.conf.unset("spark.wap.id")
+        rows = spark.sql(
+            f"SELECT snapshot_id, parent_id, summary['added-records'] AS n FROM {qualified}.snapshots "
+            "WHERE summary['wap.id'] = :id",
+            args={"id": wap_id},
+        ).collect()
+        current = self.current_snapshot(spark, name)
+        if len(rows) != 1 or (current is not None and current.snapshot_id == rows[0].snapshot_id):
+            raise PipelineError(f"table {name}: batch {batch_id} was not staged off the main branch (wap.id {wap_id})")
+        row = rows[0]
+        return Staged(row.snapshot_id, row.parent_id, int(row.n or 0))
+
+    def read_staged(self, spark: SparkSession, name: str, staged: Staged) -> DataFrame:
+        """The staged snapshot's appended rows: an incremental read from its parent (the whole snapshot if none)."""
+        reader = spark.read.format("iceberg")
+        if staged.parent_id is None:
+            reader = reader.option("snapshot-id", str(staged.snapshot_id))
+        else:
+            reader = reader.option("start-snapshot-id", str(staged.parent_id))
+            reader = reader.option("end-snapshot-id", str(staged.snapshot_id))
+        return reader.load(self.qualified(name))
+
+    def publish(self, spark: SparkSession, name: str, staged: Staged) -> None:
+        """Cherry-pick the staged snapshot onto main: a fast-forward when main has not moved since it was staged.
+
+        Through Iceberg's Java API, resolving the table as a write does: in a streaming query's session the `CALL`
+        statement does not find a catalog registered after the session started.
+        """
+        util = spark.sparkContext._jvm.org.apache.iceberg.spark.Spark3Util  # type: ignore[union-attr]
+        table = util.loadIcebergTable(spark._jsparkSession, self.qualified(name))
+        table.manageSnapshots().cherrypick(staged.snapshot_id).commit()
 
     def _local_metadata(self, name: str) -> TableMetadata | None:
         """The table's metadata read from the SQLite catalog and its local metadata file, without a JVM; None when

@@ -20,7 +20,7 @@ from infra.errors import PipelineError
 from infra.identifiers import check_column_names
 from infra.stopwatch import Stopwatch
 from pipelines.io.checkpoints import query_id
-from pipelines.io.formats import TableFormat
+from pipelines.io.formats import Staged, TableFormat
 from pipelines.spec.rules import REASONS_COLUMN, WARNINGS_COLUMN, Rule, passes_rules, rule_failure_counts
 from pipelines.spec.strategy import Reprocess, Sink
 from pipelines.spec.tables import OutputTable
@@ -69,6 +69,19 @@ class BatchContext:
         self.metrics[f"rows_written:{table}"] += added
         return added
 
+    def stage(self, df: DataFrame, table: str) -> Staged:
+        """Write a batch not yet committed to `table` without publishing it (`publish` commits it)."""
+        with self.clock.stage("batch.append"):
+            return self.fmt.stage_append(df, table, self.writer, self.batch_id)
+
+    def publish(self, spark: SparkSession, staged: Staged, table: str) -> int:
+        """Commit a staged batch to `table` (in the session that staged it); return the rows it added."""
+        with self.clock.stage("batch.publish"):
+            self.fmt.publish(spark, table, staged)
+        self._committed.setdefault(table, set()).add(self.batch_id)
+        self.metrics[f"rows_written:{table}"] += staged.rows
+        return staged.rows
+
 
 def run_without_output(df: DataFrame) -> None:
     """Execute a replayed batch whose rows are already committed, discarding them.
@@ -105,11 +118,15 @@ class AppendSink(Sink):
 
     batch_id_column: str | None = None
 
+    def rows(self, ctx: BatchContext, df: DataFrame) -> DataFrame:
+        """The rows the batch appends (stamped with its id when asked)."""
+        if self.batch_id_column:
+            return df.withColumn(self.batch_id_column, F.lit(ctx.batch_id).cast("long"))
+        return df
+
     def write(self, ctx: BatchContext, df: DataFrame) -> None:
         """Append the batch to the spec's table."""
-        if self.batch_id_column:
-            df = df.withColumn(self.batch_id_column, F.lit(ctx.batch_id).cast("long"))
-        ctx.append(df, ctx.table)
+        ctx.append(self.rows(ctx, df), ctx.table)
 
 
 @dataclass(frozen=True)

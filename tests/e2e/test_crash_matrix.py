@@ -27,8 +27,9 @@ from tests.support.homes import make_settings
 
 # (target, batch counted from the first the killed run plans, kill point, drops of data)
 CASES = [
-    ("bronze.events", 1, "before", 1),  # per-file health, then append
-    ("bronze.events", 1, "between", 1),
+    ("bronze.events", 1, "before", 1),  # staged write, per-file health, then publish
+    ("bronze.events", 1, "between", 1),  # staged, not published
+    ("bronze.events", 1, "between-2", 1),  # file health recorded, not published
     ("bronze.events", 2, "after", 1),
     ("bronze.events", 3, "committed", 1),
     ("silver.events", 0, "before", 1),  # validate + dedupe: quarantine, then silver

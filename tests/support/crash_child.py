@@ -5,6 +5,7 @@ Usage: python -m tests.support.crash_child HOME CATALOG TABLE BATCH POINT
 BATCH counts micro-batches from the first one this run plans (0 = the first). POINT is where the kill happens:
   before     before the batch writes any table
   between    after the batch's first table commit (it writes more than one table); between-N after its N-th
+             (a staged write and its publication are commits each: bronze stages, records file health, publishes)
   after      after the batch's last table commit, before Spark commits the batch to the checkpoint
   committed  after the run, with every batch committed to the checkpoint
 """
@@ -24,6 +25,7 @@ from pyspark.sql.readwriter import DataFrameWriterV2
 from infra.settings import Settings
 from infra.spark import get_spark
 from pipelines.io.checkpoints import last_planned_batch
+from pipelines.io.formats import IcebergFormat
 from pipelines.run import runner
 from tests.support.crash_registry import crash_registry
 from tests.support.repo import REPO
@@ -101,6 +103,7 @@ def main() -> None:
     DataFrameWriterV2.append = _counting(DataFrameWriterV2.append)
     DataFrameWriterV2.overwrite = _counting(DataFrameWriterV2.overwrite)
     SparkSession.sql = _counting_sql(SparkSession.sql)
+    IcebergFormat.publish = _counting(IcebergFormat.publish)  # a staged write's publication is a commit too
     write = runner.write_micro_batch
 
     def killing_write(ctx, df, spec, headers=None) -> None:
