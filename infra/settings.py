@@ -182,6 +182,8 @@ class Settings:
     alert_webhook: str | None = None
     # How long a run waits for another writer of the same table before failing (pipelines/run/locks.py).
     lock_wait_seconds: int = 900
+    # Landing batches of at least this many MB are staged, audited, then published (pipelines/write/file_health.py).
+    stage_landing_mb: int = 32
 
     @classmethod
     def from_env(cls, home: Path | str | None = None) -> Settings:
@@ -218,6 +220,7 @@ class Settings:
             partitions_start=_env("PARTITIONS_START", "2026-01-01"),
             alert_webhook=_env("ALERT_WEBHOOK"),
             lock_wait_seconds=_non_negative_int("LOCK_WAIT", "900"),
+            stage_landing_mb=_non_negative_int("STAGE_LANDING_MB", "32"),
         )
         settings.validate()
         return settings

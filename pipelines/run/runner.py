@@ -148,6 +148,7 @@ def _run_locked(session: Session, settings: Settings, spec: TableSpec, clock: St
     queries = 2 if trigger_name == "once" and pending_batch(checkpoint) is not None else 1
     progress: list[dict[str, Any]] = []
     files: list[file_health.FileHealth] = []
+    stage_mb = settings.stage_landing_mb
     for _ in range(queries):
         for attempt in range(_HEADER_RESTARTS + 1):
             headers = None
@@ -155,7 +156,7 @@ def _run_locked(session: Session, settings: Settings, spec: TableSpec, clock: St
                 headers = csv_headers(spec.source, list(landed_files(settings, spec.source).values()))
 
             def write_batch(df: DataFrame, batch_id: int, headers: CsvHeaders | None = headers) -> None:
-                ctx = BatchContext(spark, fmt, spec.name, checkpoint, batch_id, metrics, files, clock)
+                ctx = BatchContext(spark, fmt, spec.name, checkpoint, batch_id, metrics, files, clock, stage_mb << 20)
                 with clock.stage("batch.write"):
                     write_micro_batch(ctx, df, spec, headers)
 

@@ -216,7 +216,8 @@ def write_staged(ctx: BatchContext, df: DataFrame, spec: TableSpec, headers: Csv
     write is left unpublished (nobody reads it; snapshot expiry removes it) and False sends the batch through
     the checked path, which stamps rejected files. Returns whether the batch was written here.
 
-    This replaces caching the parsed batch for the health aggregation and then writing it from the cache.
+    This replaces caching the parsed batch for the health aggregation and then writing it from the cache, for
+    batches of at least `TRIBUTARY_STAGE_LANDING_MB`.
     """
     source = spec.source
     assert isinstance(source, FileSource)
@@ -224,7 +225,10 @@ def write_staged(ctx: BatchContext, df: DataFrame, spec: TableSpec, headers: Csv
         return False  # (columns added by evolution are filled from the rescued data by the checked path)
     if ctx.already_committed(ctx.table):
         return False  # a replayed batch goes the checked path, which skips what it already committed
-    if headers is not None and any(Path(f).name in headers.problems for f in batch_files(ctx)):
+    files = batch_files(ctx)
+    if sum(Path(f).stat().st_size for f in files if Path(f).exists()) < ctx.stage_bytes:
+        return False  # caching a small batch costs less than staging's extra commit and read-back
+    if headers is not None and any(Path(f).name in headers.problems for f in files):
         return False
     rows = stamp(df.drop("_layout"), [])
     if spec.transform(rows) is not rows:

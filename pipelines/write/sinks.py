@@ -43,6 +43,8 @@ class BatchContext:
     files: list = field(default_factory=list)
     # Where the run's time goes (shared across batches): appends and commit lookups are timed here.
     clock: Stopwatch = field(default_factory=Stopwatch)
+    # Landing batches of at least this many bytes are staged and audited before publishing (file_health.write_staged).
+    stage_bytes: int = 0
     _committed: dict[str, set[int]] = field(default_factory=dict)
 
     @property

@@ -108,6 +108,14 @@ def _outputs(registry: Registry, target: str) -> list[str]:
     return [out.name for out in registry.get(target).outputs()]
 
 
+@pytest.fixture(scope="module", autouse=True)
+def staged_bronze():
+    """Every bronze batch is staged (write-audit-publish), however small, here and in the killed children."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("TRIBUTARY_STAGE_LANDING_MB", "0")
+        yield
+
+
 @pytest.fixture(scope="module")
 def reference(spark, tmp_path_factory):
     """Every table after an uninterrupted run of the first drop, and after a second run with the second drop."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 import gzip
 import json
 import shutil
+from dataclasses import replace
 from decimal import Decimal
 from pathlib import Path
 
@@ -88,8 +89,12 @@ def _reconciled(spark: SparkSession, settings: Settings, registry: Registry) -> 
 
 @pytest.fixture(scope="module")
 def home(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> Settings:
-    """One home for the CSV and JSON datasets, each landed and run once (bronze, then silver)."""
-    settings = make_settings(tmp_path_factory.mktemp("landing"))
+    """One home for the CSV and JSON datasets, each landed and run once (bronze, then silver).
+
+    Every bronze batch is staged (write-audit-publish): batches holding a rejected file fall back to the checked
+    path, the others are published from the stage; every other test module runs the checked path (small batches).
+    """
+    settings = replace(make_settings(tmp_path_factory.mktemp("landing")), stage_landing_mb=0)
     _land(settings.landing / "orders_csv", CSV_FILES)
     with gzip.open(settings.landing / "orders_csv" / GZ_NAME, "wb") as fh:
         fh.write(GZ_ROWS)
@@ -224,6 +229,7 @@ def test_resent_file_counts_duplicates_not_new_quarantine(spark: SparkSession, h
     quarantine_before = table(spark, home, "silver.orders_json_quarantine").count()
     shutil.copyfile(folder / "02_wrong_type.json", folder / "05_resent.json")
     reports = _run_all(spark, home, JSONL)
+    assert "batch.publish" in reports[0].stages  # a batch of healthy files: staged, audited, published
     assert reports[1].metrics.get("duplicates_dropped") == 3  # w1, w3 valid; w2 already quarantined
     assert reports[1].metrics.get("rows_quarantined", 0) == 0
     assert _silver_ids(spark, home, "orders_json") == silver_before
