@@ -17,7 +17,7 @@ from pyspark.sql.types import ArrayType, BooleanType, LongType, StringType, Stru
 from pipelines.authoring.declarations import Built, Declaration, Kind
 from pipelines.io.landing_parse import CORRUPT_COLUMN, LANDED_LINEAGE
 from pipelines.spec.expectations import row_count_vs_upstream, unique
-from pipelines.spec.rules import REASONS_COLUMN, WARNINGS_COLUMN, Rule, apply_rules
+from pipelines.spec.rules import REASONS_COLUMN, WARNINGS_COLUMN, Rule, apply_rules, passes_rules
 from pipelines.spec.tables import OutputTable
 from pipelines.write.merge import CdcSink, OverwriteSink, UpsertSink
 from pipelines.write.sinks import QUARANTINE_IDENTITY, AppendSink, RecomputeMergeSink, ValidateDedupeSink
@@ -26,6 +26,8 @@ BATCH_ID = StructField("_batch_id", LongType())
 # Landing columns a refined table leaves behind (they stay in bronze and in the quarantine table).
 LANDING_ONLY = frozenset(f.name for f in LANDED_LINEAGE if f.name != "_source_file")
 WORKING = frozenset({QUARANTINE_IDENTITY, REASONS_COLUMN, WARNINGS_COLUMN, "_batch_id"})
+# The landed record (and corrupt line) carried through a dedupe table's function for its quarantine rows.
+_LANDED = "_tributary_landed"
 QUARANTINE_TAIL = (
     StructField("reasons", ArrayType(StringType())),
     StructField(QUARANTINE_IDENTITY, StringType()),
@@ -65,10 +67,20 @@ class Dedupe(Kind):
     def transform(self, d: Declaration, rules: tuple[Rule, ...], call: Callable[..., DataFrame]) -> Callable:
         def validated(*frames: DataFrame) -> DataFrame:
             first = frames[0]
-            business = F.to_json(F.struct(*[F.col(c) for c in first.columns if not c.startswith("_")]))
-            # The record is kept as it landed, before the author's cleaning, for the quarantine table.
-            raw = F.coalesce(F.col(CORRUPT_COLUMN), business) if CORRUPT_COLUMN in first.columns else business
-            return apply_rules(call(first.withColumn(QUARANTINE_IDENTITY, raw), *frames[1:]), rules)
+            # The record is kept as it landed, before the author's cleaning, for the quarantine table. It is
+            # rendered as JSON only for the rows the rules reject: rendering every row cost silver seconds.
+            business = F.struct(*[F.col(c) for c in first.columns if not c.startswith("_")])
+            corrupt = F.col(CORRUPT_COLUMN) if CORRUPT_COLUMN in first.columns else F.lit(None).cast("string")
+            landed = first.withColumn(_LANDED, F.struct(business.alias("record"), corrupt.alias("corrupt")))
+            checked = apply_rules(call(landed, *frames[1:]), rules)
+            if _LANDED not in checked.columns:
+                raise d.error(
+                    "dedupe keeps each row's landed record for the quarantine, but the function dropped its input's "
+                    "columns",
+                    "keep the input's columns (withColumn rather than select), dropping only columns you name",
+                )
+            raw = F.coalesce(F.col(f"{_LANDED}.corrupt"), F.to_json(F.col(f"{_LANDED}.record")))
+            return checked.withColumn(QUARANTINE_IDENTITY, F.when(~passes_rules(), raw)).drop(_LANDED)
 
         return validated
 

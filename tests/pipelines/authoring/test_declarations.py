@@ -103,6 +103,17 @@ def deduped(bronze_{p}_raw):
     _fails(tmp_path, body, "tables.py:7, function deduped", "order_id", "dedupe needs")
 
 
+def test_a_dedupe_function_that_selects_loses_the_landed_record(spark, tmp_path):
+    body = """
+
+@tb.silver(write=tb.dedupe("id", time="_ingested_at"))
+def selected(bronze_{p}_raw):
+    lineage = ["_corrupt_record", "_rescued_data", "_file_rejected", "_source_file", "_ingested_at"]
+    return bronze_{p}_raw.select("id", "n", *lineage)
+"""
+    _fails(tmp_path, body, "tables.py:7, function selected", "landed record", "withColumn rather than select")
+
+
 def test_expectation_above_the_table_decorator(tmp_path):
     body = """
 
