@@ -18,13 +18,10 @@ from infra.identifiers import validate_table_name
 from infra.settings import Settings
 from infra.spark import get_spark
 from infra.sql.catalog import CatalogReader, Snapshot, TableMetadata
+from pipelines.io import iceberg_history
+from pipelines.io.iceberg_history import BATCH_PROPERTY, WAP_PREFIX, WRITER_PROPERTY
 from pipelines.spec.tables import OutputTable
 
-WRITER_PROPERTY = "tributary.writer"
-BATCH_PROPERTY = "tributary.batch-id"
-# A staged (write-audit-publish) append carries `wap.id` = tributary/<writer>/<batch id>/<attempt>; Iceberg keeps it
-# as `published-wap-id` when a cherry-pick has to copy the snapshot (main moved), which drops the custom summary.
-WAP_PREFIX = "tributary"
 # How a landing batch is written: its rows share one `_ingested_at` day (one timestamp per micro-batch), so each
 # task writes its own files, without the shuffle of Iceberg's default hash distribution; fanout keeps any input right.
 LANDING_WRITE_OPTIONS = {"distribution-mode": "none", "fanout-enabled": "true"}
@@ -79,8 +76,8 @@ class TableFormat(Protocol):
         """Add nullable string columns (schema evolution of landed data)."""
         ...
 
-    def committed_batches(self, spark: SparkSession, name: str, writer: str) -> set[int]:
-        """Batch ids that `writer` has already committed to `name`."""
+    def committed_batches(self, spark: SparkSession, name: str, writer: str, since: int = 0) -> set[int]:
+        """Batch ids of at least `since` that `writer` has already committed to `name`."""
         ...
 
     def append(self, df: DataFrame, name: str, writer: str, batch_id: int) -> int:
@@ -156,21 +153,10 @@ class IcebergFormat:
         ddl = ", ".join(f"`{c}` string" for c in columns)
         spark.sql(f"ALTER TABLE {self.qualified(name)} ADD COLUMNS ({ddl})")
 
-    def committed_batches(self, spark: SparkSession, name: str, writer: str) -> set[int]:
-        """Read the snapshot summaries of the main branch: each append records which writer and batch made it.
-
-        A staged append that was never published is not on the main branch, so its batch is not committed.
-        """
-        qualified = self.qualified(name)
-        rows = spark.sql(
-            f"SELECT s.summary['{WRITER_PROPERTY}'] AS w, s.summary['{BATCH_PROPERTY}'] AS b, "
-            f"s.summary['published-wap-id'] AS p FROM {qualified}.snapshots s "
-            f"JOIN {qualified}.history h ON s.snapshot_id = h.snapshot_id WHERE h.is_current_ancestor "
-            f"AND (s.summary['{WRITER_PROPERTY}'] = :writer OR s.summary['published-wap-id'] LIKE :staged)",
-            args={"writer": writer, "staged": f"{WAP_PREFIX}/{writer}/%"},
-        ).collect()
-        batches = (r.b if r.w == writer else r.p.split("/")[2] for r in rows)
-        return {int(b) for b in batches if b is not None}
+    def committed_batches(self, spark: SparkSession, name: str, writer: str, since: int = 0) -> set[int]:
+        """Read main's snapshot summaries: each append records which writer and batch made it (a staged append
+        never published is on no branch)."""
+        return iceberg_history.committed_batches(spark, self.qualified(name), writer, since)
 
     def append(self, df: DataFrame, name: str, writer: str, batch_id: int) -> int:
         """One Iceberg commit whose snapshot summary names the writer and batch (the idempotence key).
@@ -184,13 +170,7 @@ class IcebergFormat:
             .option(f"snapshot-property.{BATCH_PROPERTY}", str(batch_id))
             .append()
         )
-        added = df.sparkSession.sql(
-            f"SELECT summary['added-records'] AS n FROM {qualified}.snapshots "
-            f"WHERE summary['{WRITER_PROPERTY}'] = :writer AND summary['{BATCH_PROPERTY}'] = :batch "
-            "AND summary['wap.id'] IS NULL",
-            args={"writer": writer, "batch": str(batch_id)},
-        ).collect()
-        return sum(int(r.n or 0) for r in added)
+        return iceberg_history.added_rows(df.sparkSession, qualified, writer, batch_id)
 
     def stage_append(self, df: DataFrame, name: str, writer: str, batch_id: int) -> Staged:
         """Iceberg write-audit-publish: the append is committed as a snapshot off the main branch (`spark.wap.id`),
@@ -239,8 +219,7 @@ class IcebergFormat:
         Through Iceberg's Java API, resolving the table as a write does: in a streaming query's session the `CALL`
         statement does not find a catalog registered after the session started.
         """
-        util = spark.sparkContext._jvm.org.apache.iceberg.spark.Spark3Util  # type: ignore[union-attr]
-        table = util.loadIcebergTable(spark._jsparkSession, self.qualified(name))
+        table = iceberg_history.load_table(spark, self.qualified(name))
         table.manageSnapshots().cherrypick(staged.snapshot_id).commit()
 
     def _local_metadata(self, name: str) -> TableMetadata | None:

@@ -56,7 +56,7 @@ class BatchContext:
         """Whether this batch was already committed to `table` by this writer (a replay after a crash)."""
         if table not in self._committed:
             with self.clock.stage("batch.commit_lookup"):
-                self._committed[table] = self.fmt.committed_batches(self.spark, table, self.writer)
+                self._committed[table] = self.fmt.committed_batches(self.spark, table, self.writer, self.batch_id)
         return self.batch_id in self._committed[table]
 
     def append(self, df: DataFrame, table: str) -> int:

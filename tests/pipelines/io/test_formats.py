@@ -42,3 +42,5 @@ def test_a_staged_batch_is_committed_only_by_its_publication(spark: SparkSession
     assert _values(spark, fmt, "bronze.staged") == [1, 2, 3, 9]
     assert fmt.committed_batches(spark, "bronze.staged", "w") == {0, 1}
     assert fmt.committed_batches(spark, "bronze.staged", "x") == {0}
+    assert fmt.committed_batches(spark, "bronze.staged", "w", since=1) == {1}  # the walk stops below `since`
+    assert fmt.append(spark.createDataFrame([(4,), (5,)], SCHEMA), "bronze.staged", "w", 2) == 2
