@@ -2,19 +2,22 @@
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import os
 import sys
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from pathlib import Path
 
 from py4j.protocol import Py4JError, Py4JJavaError
 from pyspark.errors import PySparkException, PySparkRuntimeError
 from pyspark.errors.exceptions.captured import CapturedException
 from pyspark.sql import SparkSession
 
+from infra import class_archive
 from infra.catalog import pyiceberg_catalog, spark_catalog_conf
 from infra.errors import ConfigError
 from infra.jars import spark_jars
@@ -32,6 +35,24 @@ class _Active:
 
 
 _active: _Active | None = None
+# Work to do in a background thread while this process's JVM starts (the start is mostly Java's, on another core).
+_while_starting: list[Callable[[], object]] = []
+
+
+def while_jvm_starts(task: Callable[[], object]) -> None:
+    """Run `task` in a background thread when this process next starts its JVM, e.g. an import that the work
+    after the start would otherwise wait for. A failing task is ignored: the work then does it itself."""
+    if task not in _while_starting:
+        _while_starting.append(task)
+
+
+def _start_background_tasks() -> None:
+    def quietly(task: Callable[[], object]) -> None:
+        with contextlib.suppress(Exception):  # a warm-up only: whoever needs the result will raise it
+            task()
+
+    while _while_starting:
+        threading.Thread(target=quietly, args=(_while_starting.pop(),), daemon=True).start()
 
 
 def _engine(settings: Settings) -> tuple:
@@ -121,6 +142,13 @@ def _start_failure(settings: Settings, exc: Exception) -> ConfigError:
     return ConfigError(f"Spark did not start: {cause}; check {hint}")
 
 
+DRIVER_JAVA_OPTIONS = "spark.driver.extraJavaOptions"
+
+
+def _driver_java_options(settings: Settings, archive: list[str]) -> str:
+    return " ".join([f"-Dderby.system.home={settings.home / 'derby'}", *archive])
+
+
 def spark_conf(settings: Settings) -> dict[str, str]:
     """Every Spark setting Tributary uses for `settings` (also used to launch the SQL server)."""
     jars = spark_jars(settings)
@@ -141,7 +169,7 @@ def spark_conf(settings: Settings) -> dict[str, str]:
         "spark.sql.inMemoryColumnarStorage.compressed": "false",
         # Tables are always catalog-qualified; nothing should land in a local Hive warehouse.
         "spark.sql.warehouse.dir": str(settings.home / "spark-warehouse"),
-        "spark.driver.extraJavaOptions": f"-Dderby.system.home={settings.home / 'derby'}",
+        DRIVER_JAVA_OPTIONS: _driver_java_options(settings, class_archive.use_options(settings)),
     }
     conf.update(_listen_conf(settings))
     if jars.native_lib_dir:
@@ -186,6 +214,7 @@ def get_spark(settings: Settings) -> SparkSession:
         for key, value in spark_conf(settings).items():
             builder = builder.config(key, value)
         session = None
+        _start_background_tasks()
         try:
             with _launch_env(settings):
                 session = builder.getOrCreate()
@@ -208,6 +237,48 @@ def stop_spark() -> None:
         if _active is not None:
             _active.session.stop()
             _active = None
+
+
+def _end_jvm(timeout: float) -> int | None:
+    """Shut down the stopped session's JVM and wait for it to exit; its exit code (None if there was none)."""
+    from pyspark import SparkContext
+
+    gateway = SparkContext._gateway
+    if gateway is None:
+        return None
+    process = getattr(gateway, "proc", None)
+    gateway.shutdown()
+    SparkContext._gateway = None
+    SparkContext._jvm = None
+    if process is None:
+        return None
+    process.stdin.close()  # the JVM exits when its parent's pipe closes
+    return process.wait(timeout)
+
+
+def record_class_archive(settings: Settings, workload: Callable[[Settings], None]) -> Path | None:
+    """Run `workload` in a JVM that writes the classes it loaded to the class archive when it exits
+    (`infra.class_archive`); returns the archive, None if this JDK could not make one. Ends the process's JVM.
+
+    `settings` should be a throw-away home: the workload runs there with the session this builds.
+    """
+    target = class_archive.archive_path(settings)
+    if target.is_file():
+        return target
+    stop_spark()
+    _end_jvm(60)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    candidate = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    options = _driver_java_options(settings, class_archive.dump_options(candidate))
+    dumping = replace(settings, spark_conf=(*settings.spark_conf, (DRIVER_JAVA_OPTIONS, options)))
+    workload(dumping)
+    jvm = get_spark(dumping).sparkContext._jvm
+    java_home, class_path = (jvm.System.getProperty(key) for key in ("java.home", "java.class.path"))
+    stop_spark()
+    if _end_jvm(300) != 0:
+        candidate.unlink(missing_ok=True)
+        return None
+    return target if class_archive.promote(candidate, target, java_home, class_path) else None
 
 
 # A SparkSession, a function that returns one (called only if the work needs a session), or None (the process's

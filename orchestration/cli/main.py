@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -25,7 +26,34 @@ def _setup(args: argparse.Namespace, settings: Settings) -> int:
     jars = spark_jars(settings)
     for jar in jars.jars:
         print(f"ok  {jar}")
+    archive = _class_archive(settings)
+    print(f"ok  {archive}" if archive else "--  no class archive: this JDK could not record one (JVMs start without)")
     return 0
+
+
+def _class_archive(settings: Settings) -> Path | None:
+    """The driver JVM's class archive (`infra.class_archive`), recorded once by running the demo tables on a few
+    hundred rows in a throw-away home with a local, embedded catalog."""
+    from dataclasses import replace
+
+    from infra.class_archive import archive_path
+
+    if archive_path(settings).is_file():
+        return archive_path(settings)
+    from infra.spark import record_class_archive
+    from pipelines.datasets import default_registry
+    from pipelines.datasets.ecommerce.sample_data import generate
+    from pipelines.run.pipeline import run_pipeline
+
+    def workload(train: Settings) -> None:
+        generate(train.landing, rows=400, files=2, seed=7)
+        run_pipeline(None, train, default_registry())
+
+    print("recording the driver JVM's class archive (once per machine, about half a minute)", file=sys.stderr)
+    with tempfile.TemporaryDirectory(prefix="tributary-classes-") as tmp:
+        home = Path(tmp)
+        train = replace(settings.with_home(home), catalog_uri=None, spark_master="local[2]", shuffle_partitions=2)
+        return record_class_archive(train, workload)
 
 
 def _generate(args: argparse.Namespace, settings: Settings) -> int:

@@ -1,0 +1,57 @@
+"""The driver JVM's class archive: used when recorded, never when damaged, never required."""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import replace
+
+import pytest
+
+from infra import class_archive
+from infra.spark import DRIVER_JAVA_OPTIONS, spark_conf
+
+
+def test_without_an_archive_the_jvm_starts_as_usual(base_settings, tmp_path):
+    settings = replace(base_settings, jar_cache=tmp_path)
+    assert class_archive.use_options(settings) == []
+    options = spark_conf(settings)[DRIVER_JAVA_OPTIONS]
+    assert "SharedArchiveFile" not in options and "-Dderby.system.home=" in options
+
+
+def test_a_half_written_archive_is_not_used(base_settings, tmp_path):
+    settings = replace(base_settings, jar_cache=tmp_path)
+    target = class_archive.archive_path(settings)
+    target.with_name(f".{target.name}.123.tmp").write_bytes(b"partial")
+    assert class_archive.use_options(settings) == []
+
+
+def test_the_session_maps_the_archive_setup_recorded(base_settings, spark):
+    """`make test` runs `tributary setup` first, which records the archive."""
+    archive = class_archive.archive_path(base_settings)
+    assert archive.is_file(), "tributary setup did not record the class archive"
+    jvm = spark.sparkContext._jvm
+    arguments = list(jvm.java.lang.management.ManagementFactory.getRuntimeMXBean().getInputArguments())
+    assert f"-XX:SharedArchiveFile={archive}" in arguments
+
+
+@pytest.fixture
+def jvm_paths(spark) -> tuple[str, str]:
+    jvm = spark.sparkContext._jvm
+    return jvm.System.getProperty("java.home"), jvm.System.getProperty("java.class.path")
+
+
+def test_a_damaged_archive_is_deleted_not_promoted(base_settings, jvm_paths, tmp_path):
+    """A truncated archive would crash every JVM that maps it: it must never reach the archive's name."""
+    recorded = class_archive.archive_path(base_settings)
+    candidate, target = tmp_path / ".archive.tmp", tmp_path / "archive.jsa"
+    with recorded.open("rb") as source:
+        candidate.write_bytes(source.read(4 << 20))
+    assert class_archive.promote(candidate, target, *jvm_paths) is False
+    assert not candidate.exists() and not target.exists()
+
+
+def test_a_whole_archive_is_verified_then_renamed_into_place(base_settings, jvm_paths, tmp_path):
+    candidate, target = tmp_path / ".archive.tmp", tmp_path / "archive.jsa"
+    shutil.copyfile(class_archive.archive_path(base_settings), candidate)
+    assert class_archive.promote(candidate, target, *jvm_paths) is True
+    assert target.is_file() and not candidate.exists()
