@@ -28,7 +28,7 @@ from dagster import (
 )
 
 from infra.settings import Settings
-from infra.spark import Session
+from infra.spark import Session, while_jvm_starts
 from orchestration.assets import asset_key
 from orchestration.metadata import as_metadata
 from orchestration.resources import SparkResource
@@ -36,7 +36,7 @@ from pipelines.ops.file_review import WARNING_STATUSES, file_rows, file_source_s
 from pipelines.spec.expectations import GX_KINDS
 from pipelines.spec.registry import Registry
 from pipelines.spec.tables import TableSpec
-from quality.gx_runner import CHECK_NAMES, validate_table
+from quality.gx_runner import CHECK_NAMES, import_gx, validate_table
 from quality.reconcile import CHECK_NAME, Pipeline, pipelines_of, reconcile_pipeline, reconcile_totals
 from quality.reconcile import totals_expectations as _totals
 from quality.report import write_report
@@ -114,6 +114,7 @@ def build_expectation_checks(spec: TableSpec) -> AssetChecksDefinition | None:
     severities = {e.severity for e in spec.expectations if e.kind in GX_KINDS}
     if not severities:
         return None
+    while_jvm_starts(import_gx)  # a run that starts Spark imports GX on the other core meanwhile
     key = asset_key(spec.name)
     specs = [
         AssetCheckSpec(

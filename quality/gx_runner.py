@@ -31,6 +31,11 @@ CHECK_NAMES = {"error": "expectations", "warn": "expectations_warn"}
 _META_KEY = "tributary_expectation"
 
 
+def import_gx() -> None:
+    """Import Great Expectations (about 2 s): run while the JVM starts so the first check does not wait for it."""
+    import great_expectations.expectations  # noqa: F401
+
+
 def gx_version() -> str:
     """The installed Great Expectations version (imports GX)."""
     import great_expectations as gx
