@@ -177,7 +177,7 @@ class Settings:
     bind_address: str | None = None
     # Orchestration (see docs/operations.md): pipeline schedule, sensor interval, first daily partition, alerts.
     pipeline_cron: str = "0 * * * *"
-    sensor_interval_seconds: int = 10
+    sensor_interval_seconds: int = 5
     partitions_start: str = "2026-01-01"
     alert_webhook: str | None = None
     # How long a run waits for another writer of the same table before failing (pipelines/run/locks.py).
@@ -216,7 +216,7 @@ class Settings:
             spark_conf=tuple(sorted(extra.items())),
             bind_address=_env("BIND_ADDRESS"),
             pipeline_cron=_env("PIPELINE_CRON", "0 * * * *"),
-            sensor_interval_seconds=_positive_int("SENSOR_INTERVAL", "10"),
+            sensor_interval_seconds=_positive_int("SENSOR_INTERVAL", "5"),
             partitions_start=_env("PARTITIONS_START", "2026-01-01"),
             alert_webhook=_env("ALERT_WEBHOOK"),
             lock_wait_seconds=_non_negative_int("LOCK_WAIT", "900"),

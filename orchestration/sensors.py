@@ -43,6 +43,16 @@ FAILED_STEP_TAG = "tributary/failed_step"
 MIN_MEMORY_SECONDS = 600
 
 
+def tick_spacing(interval: int) -> int:
+    """The `minimum_interval_seconds` that makes a sensor tick every `interval` seconds.
+
+    Dagster's sensor daemon wakes every 5 s and runs a sensor whose last tick started at least its minimum
+    interval ago. Ticks start a little after each wake-up, so at the wake-up `interval` seconds later slightly
+    less than `interval` has passed: asking for exactly `interval` skips that wake-up (10 s became 15 s here).
+    """
+    return max(1, interval - 1)
+
+
 def scan_landing(settings: Settings, registry: Registry) -> dict[str, float]:
     """Every landed file in the registry's landing folders, as `dataset/name` → arrival time (epoch seconds).
 
@@ -111,7 +121,7 @@ def build_landing_sensor(registry: Registry, job, settings: Settings) -> SensorD
     @sensor(
         name=LANDING_SENSOR,
         job=job,
-        minimum_interval_seconds=interval,
+        minimum_interval_seconds=tick_spacing(interval),
         default_status=DefaultSensorStatus.RUNNING,
         description=(
             "Lists the landing folders every few seconds (no JVM) and launches the pipeline job when new files "
@@ -160,7 +170,7 @@ def build_run_failure_sensor(settings: Settings) -> SensorDefinition:
 
     @run_failure_sensor(
         name=FAILURE_SENSOR,
-        minimum_interval_seconds=settings.sensor_interval_seconds,
+        minimum_interval_seconds=tick_spacing(settings.sensor_interval_seconds),
         default_status=DefaultSensorStatus.RUNNING,
         description="Tags every failed run with its error (tributary/error) and posts it to TRIBUTARY_ALERT_WEBHOOK.",
     )
