@@ -260,7 +260,8 @@ def record_class_archive(settings: Settings, workload: Callable[[Settings], None
     """Run `workload` in a JVM that writes the classes it loaded to the class archive when it exits
     (`infra.class_archive`); returns the archive, None if this JDK could not make one. Ends the process's JVM.
 
-    `settings` should be a throw-away home: the workload runs there with the session this builds.
+    `settings` should be a throw-away home: the workload runs there with the session this builds. An error of
+    the workload is raised after the JVM has ended, with no archive written.
     """
     target = class_archive.archive_path(settings)
     if target.is_file():
@@ -271,9 +272,15 @@ def record_class_archive(settings: Settings, workload: Callable[[Settings], None
     candidate = target.with_name(f".{target.name}.{os.getpid()}.tmp")
     options = _driver_java_options(settings, class_archive.dump_options(candidate))
     dumping = replace(settings, spark_conf=(*settings.spark_conf, (DRIVER_JAVA_OPTIONS, options)))
-    workload(dumping)
-    jvm = get_spark(dumping).sparkContext._jvm
-    java_home, class_path = (jvm.System.getProperty(key) for key in ("java.home", "java.class.path"))
+    try:
+        workload(dumping)
+        jvm = get_spark(dumping).sparkContext._jvm
+        java_home, class_path = (jvm.System.getProperty(key) for key in ("java.home", "java.class.path"))
+    except BaseException:
+        stop_spark()
+        _end_jvm(300)  # it writes the archive as it exits: wait, then delete it
+        candidate.unlink(missing_ok=True)
+        raise
     stop_spark()
     if _end_jvm(300) != 0:
         candidate.unlink(missing_ok=True)

@@ -21,12 +21,12 @@ def default_registry() -> Registry:
     return load_registry(dataset_modules())
 
 
-def land_events(landing: Path, rows: int, files: int, seed: int, days: int | None = None) -> str:
+def land_events(landing: Path, rows: int, files: int, seed: int, days: int | None = None, progress: bool = True) -> str:
     """Land the e-commerce demo's event files (`tributary generate`); returns the line to print."""
     from pipelines.datasets.ecommerce.sample_data import generate
 
     options = {"days": days} if days is not None else {}
-    report = generate(landing, rows=rows, files=files, seed=seed, progress=True, **options)
+    report = generate(landing, rows=rows, files=files, seed=seed, progress=progress, **options)
     return (
         f"landed {report.lines} lines in {len(report.files)} files under {landing / 'events'} "
         f"({report.duplicates} duplicates, {report.late} late, {report.malformed} malformed, "

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import shutil
+import subprocess
+import sys
 from dataclasses import replace
 
 import pytest
 
 from infra import class_archive
 from infra.spark import DRIVER_JAVA_OPTIONS, spark_conf
+from tests.support.repo import REPO
 
 
 def test_without_an_archive_the_jvm_starts_as_usual(base_settings, tmp_path):
@@ -55,3 +58,36 @@ def test_a_whole_archive_is_verified_then_renamed_into_place(base_settings, jvm_
     shutil.copyfile(class_archive.archive_path(base_settings), candidate)
     assert class_archive.promote(candidate, target, *jvm_paths) is True
     assert target.is_file() and not candidate.exists()
+
+
+FAILING_WORKLOAD = """
+import sys
+from dataclasses import replace
+from pathlib import Path
+from infra import class_archive
+from infra.settings import Settings
+from infra.spark import get_spark, record_class_archive
+
+home = Path(sys.argv[1])
+(home / "jars").mkdir()
+class_archive.archive_path = lambda settings: home / "jars" / "driver-classes.jsa"
+settings = replace(Settings.from_env(home=home).with_home(home), driver_memory="512m")
+
+def workload(dumping):
+    get_spark(dumping).range(3).count()
+    raise RuntimeError("the workload broke")
+
+try:
+    record_class_archive(settings, workload)
+except RuntimeError as exc:
+    print("raised:", exc)
+"""
+
+
+def test_a_failed_recording_leaves_no_archive_behind(tmp_path):
+    """The JVM writes what it loaded as it exits, whatever happened: a failed recording must delete that file."""
+    result = subprocess.run(
+        [sys.executable, "-c", FAILING_WORKLOAD, str(tmp_path)], capture_output=True, text=True, cwd=REPO, timeout=300
+    )
+    assert "raised: the workload broke" in result.stdout, result.stderr[-2000:]
+    assert sorted(p.name for p in (tmp_path / "jars").iterdir()) == []
