@@ -65,6 +65,32 @@ def dump_options(target: Path) -> list[str]:
     return [f"-XX:ArchiveClassesAtExit={target}", QUIET]
 
 
+def candidate_path(target: Path) -> Path:
+    """Where this process's JVM writes the archive before it is verified (named after this process)."""
+    return target.with_name(f".{target.name}.{os.getpid()}.tmp")
+
+
+def remove_stale_candidates(target: Path) -> list[Path]:
+    """Delete unverified archives left by processes that are gone (a set-up killed while recording); returns them."""
+    removed = []
+    for stale in target.parent.glob(f".{target.name}.*.tmp"):
+        pid = stale.name.rsplit(".", 2)[-2]
+        if pid.isdigit() and not _alive(int(pid)):
+            stale.unlink(missing_ok=True)
+            removed.append(stale)
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # alive, another user's
+        pass
+    return True
+
+
 def promote(candidate: Path, target: Path, java_home: str, class_path: str) -> bool:
     """Map `candidate` in a fresh JVM with the class path it was made for, verifying every byte; rename it to
     `target` when that works, delete it otherwise. Returns whether `target` now holds it."""

@@ -269,7 +269,8 @@ def record_class_archive(settings: Settings, workload: Callable[[Settings], None
     stop_spark()
     _end_jvm(60)
     target.parent.mkdir(parents=True, exist_ok=True)
-    candidate = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    class_archive.remove_stale_candidates(target)
+    candidate = class_archive.candidate_path(target)
     options = _driver_java_options(settings, class_archive.dump_options(candidate))
     dumping = replace(settings, spark_conf=(*settings.spark_conf, (DRIVER_JAVA_OPTIONS, options)))
     try:

@@ -28,6 +28,18 @@ def test_a_half_written_archive_is_not_used(base_settings, tmp_path):
     assert class_archive.use_options(settings) == []
 
 
+def test_archives_left_by_killed_recordings_are_removed(base_settings, tmp_path):
+    settings = replace(base_settings, jar_cache=tmp_path)
+    target = class_archive.archive_path(settings)
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    stale = target.with_name(f".{target.name}.{int(gone.stdout)}.tmp")
+    mine = class_archive.candidate_path(target)
+    for path in (stale, mine):
+        path.write_bytes(b"partial")
+    assert class_archive.remove_stale_candidates(target) == [stale]
+    assert not stale.exists() and mine.exists()
+
+
 def test_the_session_maps_the_archive_setup_recorded(base_settings, spark):
     """`make test` runs `tributary setup` first, which records the archive."""
     archive = class_archive.archive_path(base_settings)
