@@ -28,8 +28,11 @@ QUIET = "-Xlog:cds*=off"
 
 
 def _java_identity() -> str:
-    """The `java` on PATH as a file (a JDK upgraded in place gets a new key)."""
-    binary = shutil.which("java")
+    """The JDK Spark launches (`$JAVA_HOME/bin/java`, else `java` on PATH, as spark-class picks it) as a file: a JDK
+    upgraded in place gets a new key."""
+    java_home = os.environ.get("JAVA_HOME")
+    home_java = Path(java_home) / "bin" / "java" if java_home else None
+    binary = str(home_java) if home_java is not None and home_java.is_file() else shutil.which("java")
     if binary is None:
         return "no-java"
     real = Path(binary).resolve()

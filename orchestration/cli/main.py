@@ -43,8 +43,9 @@ def _class_archive(settings: Settings) -> Path | None:
 
     from infra.class_archive import archive_path
 
-    if archive_path(settings).is_file():
-        return archive_path(settings)
+    recorded = archive_path(settings)
+    if recorded.is_file():  # the common case: no pipeline imports, no JVM
+        return recorded
     from infra.spark import record_class_archive
     from pipelines.datasets import default_registry, land_events
     from pipelines.run.pipeline import run_pipeline
