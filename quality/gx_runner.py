@@ -43,23 +43,21 @@ def gx_version() -> str:
     return gx.__version__
 
 
-def require_table(spark: SparkSession | None, settings: Settings, table: str) -> str:
-    """The qualified name of `table`, or a PipelineError saying how to create it when it does not exist yet
-    (`spark` None: asked of the catalog without starting Spark where the format can)."""
-    fmt = table_format(settings)
-    qualified = fmt.qualified(table)
-    if not fmt.exists(spark, table):
+def require_table(spark: SparkSession | None, settings: Settings, table: str) -> None:
+    """Raise a PipelineError saying how to create `table` when it does not exist yet (`spark` None: asked of the
+    catalog without starting Spark where the format can)."""
+    if not table_format(settings).exists(spark, table):
         raise PipelineError(f"table {table} does not exist yet; run the pipeline first ('tributary run {table}')")
-    return qualified
 
 
 def table_snapshot_frame(spark: SparkSession, settings: Settings, table: str) -> tuple[DataFrame, int | None, int]:
     """The table pinned at its current snapshot, that snapshot's id (None for a table never written) and its rows."""
-    qualified = require_table(spark, settings, table)
-    stats = table_format(settings).stats(spark, table)
+    require_table(spark, settings, table)
+    fmt = table_format(settings)
+    stats = fmt.stats(spark, table)
     if stats.snapshot_id is None:
-        return spark.table(qualified), None, 0
-    return spark.sql(f"SELECT * FROM {qualified} VERSION AS OF {int(stats.snapshot_id)}"), stats.snapshot_id, stats.rows
+        return fmt.read(spark, table), None, 0
+    return fmt.read(spark, table, stats.snapshot_id), stats.snapshot_id, stats.rows
 
 
 def _to_gx(

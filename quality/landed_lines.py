@@ -34,7 +34,7 @@ def landed_vs_bronze(spark: SparkSession, settings: Settings, bronze_spec: Table
     files not read yet and files gone from the landing folder and the archive."""
     source = bronze_spec.source
     assert isinstance(source, FileSource)
-    bronze = spark.table(table_format(settings).qualified(bronze_spec.name))
+    bronze = table_format(settings).read(spark, bronze_spec.name)
     per_file = {
         canonical(r["_source_file"]): int(r["n"])
         for r in bronze.groupBy("_source_file").agg(F.count(F.lit(1)).alias("n")).collect()

@@ -29,7 +29,6 @@ from infra.errors import ConfigError
 from infra.settings import Settings
 from infra.spark import Session, running_session, started_session
 from pipelines.io.archive import received_files
-from pipelines.io.checkpoints import restart_position
 from pipelines.io.formats import table_format
 from pipelines.spec.expectations import Expectation
 from pipelines.spec.registry import Registry
@@ -87,10 +86,10 @@ def totals_expectations(spec: TableSpec) -> list[Expectation]:
 
 def _as_of(spark: SparkSession, settings: Settings, table: str, snapshot: int | None) -> DataFrame:
     """`table` at `snapshot` (empty when the reader has not read any snapshot yet)."""
-    df = spark.table(table_format(settings).qualified(table))
+    fmt = table_format(settings)
     if snapshot is None:
-        return df.limit(0)
-    return spark.sql(f"SELECT * FROM {table_format(settings).qualified(table)} VERSION AS OF {int(snapshot)}")
+        return fmt.read(spark, table).limit(0)
+    return fmt.read(spark, table, snapshot)
 
 
 def reconcile_pipeline(session: Session, settings: Settings, pipeline: Pipeline) -> CheckResult:
@@ -112,7 +111,7 @@ def reconcile_pipeline(session: Session, settings: Settings, pipeline: Pipeline)
     keys = list(sink.keys)
     landed_outcome, notes = landed_vs_bronze(spark, settings, pipeline.bronze)
 
-    position = restart_position(silver.name, settings.checkpoint_for(silver.name))
+    position = fmt.consumer_position(pipeline.bronze.name, silver.name, settings.checkpoint_for(silver.name))
     if position.snapshot_id is not None and not position.committed:
         notes.append(f"{silver.name}'s last batch is uncommitted; re-run it before trusting this reconciliation")
     seen = silver.transform(_as_of(spark, settings, pipeline.bronze.name, position.snapshot_id))
@@ -128,9 +127,9 @@ def reconcile_pipeline(session: Session, settings: Settings, pipeline: Pipeline)
         F.count_distinct(F.when(is_valid, F.struct(*keys))).alias("distinct_valid"),
         F.coalesce(distinct_invalid, F.lit(0)).alias("distinct_invalid"),
     ).collect()[0]
-    silver_df = spark.table(fmt.qualified(silver.name))
+    silver_df = fmt.read(spark, silver.name)
     s = silver_df.agg(F.count(F.lit(1)).alias("rows"), F.count_distinct(F.struct(*keys)).alias("keys")).collect()[0]
-    quarantined = spark.table(fmt.qualified(sink.quarantine_table)).count()
+    quarantined = fmt.read(spark, sink.quarantine_table).count()
     bronze_rows, valid, distinct_valid = int(b["rows"]), int(b["valid"]), int(b["distinct_valid"])
     silver_rows, silver_keys = int(s["rows"]), int(s["keys"])
     invalid, distinct_invalid = bronze_rows - valid, int(b["distinct_invalid"])
@@ -232,9 +231,10 @@ def reconcile_totals(session: Session, settings: Settings, spec: TableSpec) -> C
     if carried is not None:
         return carried
     spark = started_session(session, settings)
-    position = restart_position(spec.name, settings.checkpoint_for(spec.name))
+    checkpoint = settings.checkpoint_for(spec.name)
+    positions = {u: fmt.consumer_position(u, spec.name, checkpoint).snapshot_id for u in upstreams}
     outcomes = [
-        _totals_outcome(spark, settings, spec, exp, position.snapshot_id)
+        _totals_outcome(spark, settings, spec, exp, positions[exp.upstream])
         for exp in expectations
         if exp.upstream is not None
     ]
@@ -248,7 +248,7 @@ def reconcile_totals(session: Session, settings: Settings, spec: TableSpec) -> C
         snapshot_id=None if (stats := fmt.stats(spark, spec.name)).snapshot_id is None else str(stats.snapshot_id),
         rows_checked=stats.rows,
         engine="spark",
-        notes=[f"{spec.name}'s stream has read its upstream up to snapshot {position.snapshot_id}"],
+        notes=[f"{spec.name}'s stream has read {u} up to snapshot {p}" for u, p in positions.items()],
         inputs=inputs,
     )
 
@@ -266,9 +266,9 @@ def _totals_outcome(
 
     fmt = table_format(settings)
     sources = {
-        "table": spark.table(fmt.qualified(spec.name)).select(*keys, *measures),
+        "table": fmt.read(spark, spec.name).select(*keys, *measures),
         "seen": aggregated(_as_of(spark, settings, exp.upstream, seen_snapshot)),
-        "now": aggregated(spark.table(fmt.qualified(exp.upstream))),
+        "now": aggregated(fmt.read(spark, exp.upstream)),
     }
     tagged = [df.withColumn("_source", F.lit(name)) for name, df in sources.items()]
     union = tagged[0].unionByName(tagged[1]).unionByName(tagged[2])

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
+from dataclasses import replace
 
 import pytest
 from pyspark.sql import SparkSession
 
-from infra.settings import Settings
+from infra.settings import TABLE_FORMATS, Settings
 from infra.spark import get_spark
 from tests.support.homes import make_settings
 
@@ -42,6 +43,12 @@ def settings_factory(spark: SparkSession, tmp_path_factory: pytest.TempPathFacto
         return settings
 
     return factory
+
+
+@pytest.fixture(params=TABLE_FORMATS)
+def format_settings(request: pytest.FixtureRequest, settings_factory: Callable[[], Settings]) -> Settings:
+    """An isolated, empty platform home whose tables are in one table format: a test using it runs once per format."""
+    return replace(settings_factory(), table_format=request.param)
 
 
 @pytest.fixture

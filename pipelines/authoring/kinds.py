@@ -130,12 +130,12 @@ class Recompute(Kind):
         by = self.by
 
         def recompute(spark: Any, fmt: Any, touched: list[dict]) -> DataFrame:
-            upstream = spark.table(fmt.qualified(d.streams[0]))
+            upstream = fmt.read(spark, d.streams[0])
             if len(by) == 1:
                 upstream = upstream.filter(F.col(by[0]).isin([t[by[0]] for t in touched]))
             else:
                 upstream = upstream.join(spark.createDataFrame(touched).select(*by), list(by), "left_semi")
-            return call(upstream, *(spark.table(fmt.qualified(t)) for t in d.statics))
+            return call(upstream, *(fmt.read(spark, t) for t in d.statics))
 
         where = self.where
 

@@ -184,27 +184,28 @@ class SeenFile:
     batch_id: int
 
 
-def seen_files(checkpoint: Path) -> dict[str, SeenFile]:
-    """Every file the file source of the query at `checkpoint` has planned, by canonical path.
+def seen_files(checkpoint: Path, source: int | None = 0) -> dict[str, SeenFile]:
+    """Every file the file source `source` (None: every file source) of the query at `checkpoint` has planned, by
+    canonical path.
 
-    Spark's file source logs each batch's files in `sources/0/<n>` (JSON lines after a version line) and
+    Spark's file source logs each batch's files in `sources/<i>/<n>` (JSON lines after a version line) and
     compacts them every few batches into `<n>.compact`; it never reads a logged path again.
     """
-    log = checkpoint / "sources" / "0"
-    if not log.is_dir():
-        return {}
+    logs = sorted((checkpoint / "sources").glob("*")) if source is None else [checkpoint / "sources" / str(source)]
     logged = sorted(
-        (p for p in log.iterdir() if p.name.removesuffix(".compact").isdigit()),
-        key=lambda p: int(p.name.removesuffix(".compact")),
+        (p for log in logs if log.is_dir() for p in log.iterdir() if p.name.removesuffix(".compact").isdigit()),
+        key=lambda p: (p.parent.name, int(p.name.removesuffix(".compact"))),
     )
+    if not logged:
+        return {}
     # A run reads the log several times (skip check, landing checks, all read): parse it again only if it changed.
-    state = (str(log), tuple((p.name, p.stat().st_mtime_ns, p.stat().st_size) for p in logged))
+    state = (str(checkpoint), source, tuple((str(p), p.stat().st_mtime_ns, p.stat().st_size) for p in logged))
     if _seen_cache and _seen_cache[0][0] == state:
         return dict(_seen_cache[0][1])
     entries = []
     for path in logged:
         for line in path.read_text(errors="replace").splitlines():
-            if line.startswith("{"):
+            if line.startswith("{") and '"path"' in line:
                 entries.append(json.loads(line))
     names = canonical_all(entry["path"] for entry in entries)
     out = {

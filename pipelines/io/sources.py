@@ -22,7 +22,6 @@ from infra.paths import canonical_all, local_path, misnamed_compression, open_la
 from infra.settings import Settings
 from pipelines.io import file_ledger
 from pipelines.io.checkpoints import pending_batch, seen_files
-from pipelines.io.formats import TableFormat
 from pipelines.io.landing import is_landed_name, landed_paths, landing_folder
 from pipelines.io.landing_parse import (
     CORRUPT_COLUMN,
@@ -33,7 +32,7 @@ from pipelines.io.landing_parse import (
     read_csv_headers,
     with_corrupt,
 )
-from pipelines.spec.tables import FileSource, TableSource
+from pipelines.spec.tables import FileSource
 
 LINEAGE_COLUMNS = ("_source_file", "_ingested_at")
 
@@ -149,7 +148,7 @@ def find_unreadable_file(settings: Settings, source: FileSource) -> tuple[Path, 
 
 # Landed files are immutable and never expire: Spark's default maxFileAge (7 days) would silently skip a file
 # whose modification time is older than that relative to the newest file seen.
-_NEVER_EXPIRE = "36500d"
+NEVER_EXPIRE = "36500d"
 
 
 def _reads_lines(source: FileSource) -> bool:
@@ -209,23 +208,9 @@ def read_files(
 
     CSV rows are matched to columns by the `headers` read when the run started (`csv_headers`).
     """
-    reader = _reader(spark.readStream, source).option("maxFileAge", _NEVER_EXPIRE)
+    reader = _reader(spark.readStream, source).option("maxFileAge", NEVER_EXPIRE)
     if source.max_files_per_trigger:
         reader = reader.option("maxFilesPerTrigger", str(source.max_files_per_trigger))
     df = parse_landed(reader.load(str(landing_folder(settings, source))), source, headers)
     df = df.withColumn("_source_file", F.col("_metadata.file_path")).withColumn("_ingested_at", F.current_timestamp())
     return df.drop("_metadata")
-
-
-def read_table(spark: SparkSession, fmt: TableFormat, source: TableSource) -> DataFrame:
-    """A streaming DataFrame over the appends of an upstream Iceberg table.
-
-    Overwrite and delete snapshots are skipped: only a reprocess or a backfill (`pipelines.ops.reprocess`) makes
-    them, replacing rows the stream has already carried downstream, so re-reading them would add them twice.
-    """
-    return (
-        spark.readStream.format("iceberg")
-        .option("streaming-skip-overwrite-snapshots", "true")
-        .option("streaming-skip-delete-snapshots", "true")
-        .load(fmt.qualified(source.table))
-    )

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import time
 from dataclasses import asdict, dataclass, replace
 from datetime import datetime
 from pathlib import Path, PurePath
@@ -33,6 +34,9 @@ from pipelines.run.locks import table_lock
 from pipelines.spec.registry import Registry
 from pipelines.spec.tables import TableSpec, files_output
 from pipelines.write.file_health import ACKNOWLEDGED, PROBLEM_STATUSES
+
+# The writer an acknowledgement's append is tagged with.
+ACK_WRITER = "tributary-files-ack"
 
 REJECTED = "rejected"
 WARNING_STATUSES = tuple(s for s in PROBLEM_STATUSES if s != REJECTED)
@@ -227,17 +231,18 @@ def acknowledge(
         row = (record.file, ACKNOWLEDGED, reason, None, None, None, None, None, None)
         schema = files_output(spec.files_table).schema
         frame = spark.createDataFrame([row], schema).withColumn("recorded_at", F.current_timestamp())
-        frame.writeTo(table_format(settings).qualified(spec.files_table)).append()
+        # Tagged like a batch (the acknowledgement's time as its id): Delta records it as an app transaction.
+        table_format(settings).append(frame, spec.files_table, ACK_WRITER, time.time_ns() // 1000)
     return replace(record, acknowledgement=reason)
 
 
 def _files_frame(spark: SparkSession, settings: Settings, spec: TableSpec) -> DataFrame | None:
     if spec.files_table is None:
         return None
-    qualified = table_format(settings).qualified(spec.files_table)
-    if not spark.catalog.tableExists(qualified):
+    fmt = table_format(settings)
+    if not fmt.exists(spark, spec.files_table):
         return None
-    return spark.table(qualified)
+    return fmt.read(spark, spec.files_table)
 
 
 def _ack_reason(note: str | None, who: str) -> str:

@@ -11,7 +11,6 @@ downstream streams skip (`pipelines.io.sources.read_table`): recompute downstrea
 from __future__ import annotations
 
 import time
-import uuid
 from datetime import date
 from typing import cast
 
@@ -22,7 +21,7 @@ from infra.errors import ConfigError, PipelineError
 from infra.paths import local_path
 from infra.settings import Settings
 from pipelines.io.archive import archived_path
-from pipelines.io.formats import TableFormat, table_format
+from pipelines.io.formats import Merge, TableFormat, table_format
 from pipelines.io.landing_parse import REJECTED_COLUMN, file_name
 from pipelines.io.sources import LINEAGE_COLUMNS, batch_read_files
 from pipelines.ops.ranges import RangeReport, check_range, day_column, range_condition, replace_range, upstream_table
@@ -30,7 +29,7 @@ from pipelines.run.locks import table_lock
 from pipelines.run.runner import prepare_tables
 from pipelines.spec.registry import Registry
 from pipelines.spec.tables import FileSource, TableSource, TableSpec
-from pipelines.write.sinks import AppendSink, ValidateDedupeSink, merge_into
+from pipelines.write.sinks import AppendSink, ValidateDedupeSink
 
 # `_batch_id` of rows written by a reprocess rather than by a streaming batch.
 REPROCESS_BATCH_ID = -1
@@ -170,11 +169,13 @@ def _replace_quarantined(fmt: TableFormat, sink: ValidateDedupeSink, batch: Data
         .withColumn("_op", F.lit("delete"))
         .unionByName(quarantined.withColumn("_op", F.lit("insert")))
     )
-    match = " AND ".join(f"t.{c} <=> s.{c}" for c in identity)
-    columns = ", ".join(sink.quarantine_columns)
-    values = ", ".join(f"s.{c}" for c in sink.quarantine_columns)
-    clauses = (
-        f"ON s._op = 'delete' AND {match} WHEN MATCHED THEN DELETE "
-        f"WHEN NOT MATCHED AND s._op = 'insert' THEN INSERT ({columns}) VALUES ({values})"
+    merge = Merge(
+        tuple(identity),
+        null_safe_keys=True,
+        match_when="s._op = 'delete'",
+        delete_when="TRUE",
+        update=False,
+        insert_when="s._op = 'insert'",
+        columns=sink.quarantine_columns,
     )
-    merge_into(source, fmt.qualified(sink.quarantine_table), clauses, f"_tributary_requarantine_{uuid.uuid4().hex}")
+    fmt.merge(source, sink.quarantine_table, merge)

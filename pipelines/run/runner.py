@@ -27,7 +27,6 @@ from pipelines.io.sources import (
     find_unreadable_file,
     landed_files,
     read_files,
-    read_table,
 )
 from pipelines.run import streams
 from pipelines.run.locks import table_lock
@@ -69,7 +68,7 @@ def source_frame(
         return read_files(spark, settings, spec.source, headers)
     if streams.needs_query_frame(spec):
         return streams.query_frame(spark, settings, fmt, spec)
-    df = read_table(spark, fmt, spec.source)
+    df = fmt.read_stream(spark, spec.source.table)
     if spec.watermark is not None:
         df = streams.guard_time_range(df, spec.watermark)
         df = df.withWatermark(spec.watermark.column, spec.watermark.delay)

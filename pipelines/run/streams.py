@@ -20,7 +20,7 @@ from infra.paths import canonical_all
 from infra.settings import Settings
 from pipelines.io.checkpoints import caught_up_offsets, late_events_watermark_ms, seen_files
 from pipelines.io.formats import TableFormat
-from pipelines.io.sources import check_landing, read_table
+from pipelines.io.sources import check_landing
 from pipelines.spec.plans import late_bounds
 from pipelines.spec.rules import time_range_condition
 from pipelines.spec.tables import FileSource, OutputTable, StaticSource, TableSource, TableSpec, Watermark
@@ -135,12 +135,12 @@ def _inputs(
     """(name, DataFrame, watermark) of the main source and each secondary source, in transform argument order."""
     main = spec.source
     assert isinstance(main, TableSource)  # a file source has no secondary inputs (pipelines.spec.registry)
-    out = [(main.table, read_table(spark, fmt, main), spec.watermark)]
+    out = [(main.table, fmt.read_stream(spark, main.table), spec.watermark)]
     for source in spec.secondary_sources:
         if isinstance(source, StaticSource):
-            out.append((source.table, spark.table(fmt.qualified(source.table)), None))
+            out.append((source.table, fmt.read(spark, source.table), None))
         else:
-            out.append((source.table, read_table(spark, fmt, source), source.watermark))
+            out.append((source.table, fmt.read_stream(spark, source.table), source.watermark))
     return out
 
 
@@ -173,29 +173,23 @@ def nothing_to_read(spark: SparkSession | None, settings: Settings, fmt: TableFo
     written (an empty landing folder, tables without a snapshot), or nothing arrived since its last committed batch
     and that batch owes nothing (no replay, no no-data batch; `caught_up_offsets`).
 
-    Nothing arrived means: every landed file is in the stream's file log, and each table source's newest data
-    snapshot (compactions add no rows and are not streamed) is the one the last batch read to its end. A missing
-    upstream table is not "nothing": the stream then fails with its own clear error.
+    Nothing arrived means: every landed file is in the stream's file log, and each table source's format says the
+    stream has read all of its appends (`TableFormat.consumer_caught_up`). A missing upstream table is not
+    "nothing": the stream then fails with its own clear error.
     """
     sources = [spec.source, *(s for s in spec.secondary_sources if isinstance(s, TableSource))]
     checkpoint = settings.checkpoint_for(spec.name)
-    offsets = caught_up_offsets(checkpoint)
     for source in sources:
         if isinstance(source, FileSource):
             landed = check_landing(settings, source, spec.name)
             if not landed:
                 continue
-            if offsets is None or not set(canonical_all(map(str, landed))) <= seen_files(checkpoint).keys():
+            if (
+                caught_up_offsets(checkpoint) is None
+                or not set(canonical_all(map(str, landed))) <= seen_files(checkpoint).keys()
+            ):
                 return False
             continue
-        if not fmt.exists(spark, source.table):
-            return False
-        snapshot = fmt.last_data_snapshot(spark, source.table)
-        if snapshot is None:
-            continue
-        if offsets is None or not any(
-            snapshot_id == snapshot.snapshot_id and position >= (snapshot.count("added-data-files") or 0)
-            for snapshot_id, position in offsets
-        ):
+        if not fmt.exists(spark, source.table) or not fmt.consumer_caught_up(spark, source.table, checkpoint):
             return False
     return True

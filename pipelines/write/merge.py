@@ -15,8 +15,9 @@ from pyspark.sql import functions as F
 
 from infra.errors import ConfigError
 from infra.identifiers import check_column_names
+from pipelines.io.formats import Merge
 from pipelines.spec.strategy import Sink
-from pipelines.write.sinks import BatchContext, merge_into, view_name
+from pipelines.write.sinks import BatchContext
 
 
 @dataclass(frozen=True)
@@ -47,10 +48,8 @@ class UpsertSink(Sink):
             n = rows.count()
             if not n:
                 return
-            on = " AND ".join(f"t.{k} <=> s.{k}" for k in self.keys)
-            newer = f" AND s.{self.version_column} >= t.{self.version_column}" if self.version_column else ""
-            tail = f"ON {on} WHEN MATCHED{newer} THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *"
-            merge_into(rows, ctx.fmt.qualified(ctx.table), tail, view_name(ctx, ctx.table))
+            newer = f"s.{self.version_column} >= t.{self.version_column}" if self.version_column else None
+            ctx.fmt.merge(rows, ctx.table, Merge(self.keys, null_safe_keys=True, update_when=newer))
         finally:
             rows.unpersist()
         ctx.metrics[f"rows_upserted:{ctx.table}"] += n
@@ -63,11 +62,11 @@ class OverwriteSink(Sink):
     output_modes: ClassVar[tuple[str, ...]] = ("complete",)
 
     def write(self, ctx: BatchContext, df: DataFrame) -> None:
-        """Atomically replace the table's rows with the batch (one Iceberg overwrite commit)."""
+        """Atomically replace the table's rows with the batch (one commit)."""
         rows = df.persist()
         try:
             n = rows.count()
-            rows.writeTo(ctx.fmt.qualified(ctx.table)).overwrite(F.lit(True))
+            ctx.fmt.overwrite(rows, ctx.table)
         finally:
             rows.unpersist()
         ctx.metrics[f"rows_upserted:{ctx.table}"] += n
@@ -121,10 +120,9 @@ class CdcSink(Sink):
 
     def _apply(self, ctx: BatchContext, changes: DataFrame) -> None:
         session = changes.sparkSession
-        history_name = ctx.fmt.qualified(self.history_table)
         touched = changes.select(self.key).distinct()
         stored = (
-            session.table(history_name)
+            ctx.fmt.read(session, self.history_table)
             .join(touched, self.key, "left_semi")
             .select(
                 self.key,
@@ -161,14 +159,9 @@ class CdcSink(Sink):
             ctx.metrics["cdc_changes_applied"] += new_changes
             ctx.metrics["cdc_changes_replayed"] += changes.count() - new_changes
             if new_changes:
-                on = f"ON t.{self.key} = s.{self.key} AND t.{self.sequence} = s.{self.sequence}"
-                changed = "NOT (t.valid_to <=> s.valid_to) OR t.is_current <> s.is_current"
-                merge_into(
-                    history.drop("_stored"),
-                    history_name,
-                    f"{on} WHEN MATCHED AND ({changed}) THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *",
-                    view_name(ctx, self.history_table),
-                )
+                changed = "NOT (t.valid_to IS NOT DISTINCT FROM s.valid_to) OR t.is_current <> s.is_current"
+                merge = Merge((self.key, self.sequence), update_when=changed)
+                ctx.fmt.merge(history.drop("_stored"), self.history_table, merge)
             # Also on a replay: a crash between the history commit and this one left the current rows behind.
             self._apply_current(ctx, history)
         finally:
@@ -183,9 +176,7 @@ class CdcSink(Sink):
             F.col("valid_from").alias("updated_at"),
             "is_deleted",
         )
-        stored = ctx.spark.table(ctx.fmt.qualified(ctx.table)).select(
-            self.key, F.col("last_sequence").alias("_stored_sequence")
-        )
+        stored = ctx.fmt.read(ctx.spark, ctx.table).select(self.key, F.col("last_sequence").alias("_stored_sequence"))
         live = F.col("_stored_sequence").isNotNull()
         behind = F.when(F.col("is_deleted"), live).otherwise(
             ~live | (F.col("_stored_sequence") != F.col("last_sequence"))
@@ -200,15 +191,11 @@ class CdcSink(Sink):
         ctx.metrics[f"rows_upserted:{ctx.table}"] += n
 
     def _merge_current(self, ctx: BatchContext, latest: DataFrame) -> None:
-        sets = ", ".join(f"t.{c} = s.{c}" for c in (*self.value_columns, "last_sequence", "updated_at"))
-        columns = ", ".join((self.key, *self.value_columns, "last_sequence", "updated_at"))
-        values = ", ".join(f"s.{c}" for c in (self.key, *self.value_columns, "last_sequence", "updated_at"))
-        merge_into(
-            latest,
-            ctx.fmt.qualified(ctx.table),
-            f"ON t.{self.key} = s.{self.key} "
-            "WHEN MATCHED AND s.is_deleted THEN DELETE "
-            f"WHEN MATCHED AND t.last_sequence <> s.last_sequence THEN UPDATE SET {sets} "
-            f"WHEN NOT MATCHED AND NOT s.is_deleted THEN INSERT ({columns}) VALUES ({values})",
-            view_name(ctx, ctx.table),
+        merge = Merge(
+            (self.key,),
+            delete_when="s.is_deleted",
+            update_when="t.last_sequence <> s.last_sequence",
+            insert_when="NOT s.is_deleted",
+            columns=(self.key, *self.value_columns, "last_sequence", "updated_at"),
         )
+        ctx.fmt.merge(latest, ctx.table, merge)

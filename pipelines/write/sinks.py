@@ -20,7 +20,7 @@ from infra.errors import PipelineError
 from infra.identifiers import check_column_names
 from infra.stopwatch import Stopwatch
 from pipelines.io.checkpoints import query_id
-from pipelines.io.formats import Staged, TableFormat
+from pipelines.io.formats import Merge, Staged, TableFormat
 from pipelines.spec.rules import REASONS_COLUMN, WARNINGS_COLUMN, Rule, passes_rules, rule_failure_counts
 from pipelines.spec.strategy import Reprocess, Sink
 from pipelines.spec.tables import OutputTable
@@ -93,23 +93,6 @@ def run_without_output(df: DataFrame) -> None:
     watermark unwritten, and windows that batch closes would never be emitted.
     """
     df.write.format("noop").mode("overwrite").save()
-
-
-def merge_into(df: DataFrame, target: str, clauses: str, view: str) -> None:
-    """`MERGE INTO target t USING df s <clauses>`, through a temp view in the session that owns `df`.
-
-    `target` is catalog-qualified; `view` must be unique per table and batch.
-    """
-    df.createOrReplaceTempView(view)
-    try:
-        df.sparkSession.sql(f"MERGE INTO {target} t USING {view} s {clauses}")
-    finally:
-        df.sparkSession.catalog.dropTempView(view)
-
-
-def view_name(ctx: BatchContext, table: str) -> str:
-    """A temp view name unique to one table and micro-batch."""
-    return f"_tributary_{table.replace('.', '_')}_{ctx.batch_id}"
 
 
 @dataclass(frozen=True)
@@ -232,7 +215,7 @@ class ValidateDedupeSink(Sink):
             ctx.metrics["replayed_batches_skipped"] += 1
             return
         existing = (
-            ctx.spark.table(ctx.fmt.qualified(ctx.table))
+            ctx.fmt.read(ctx.spark, ctx.table)
             .filter(F.unix_micros(self.time_column).between(stats["lo"], stats["hi"]))
             .select(*self.keys)
         )
@@ -250,7 +233,7 @@ class ValidateDedupeSink(Sink):
             return rows.select(*self.quarantine_columns)
         order = Window.partitionBy(QUARANTINE_IDENTITY).orderBy(*self.order_by)
         first = rows.withColumn("_n", F.row_number().over(order)).filter("_n = 1").select(*self.quarantine_columns)
-        existing = ctx.spark.table(ctx.fmt.qualified(self.quarantine_table)).select(QUARANTINE_IDENTITY)
+        existing = ctx.fmt.read(ctx.spark, self.quarantine_table).select(QUARANTINE_IDENTITY)
         return first.join(existing, QUARANTINE_IDENTITY, "left_anti").select(*self.quarantine_columns)
 
 
@@ -279,9 +262,7 @@ class RecomputeMergeSink(Sink):
         rows = self.recompute(ctx.spark, ctx.fmt, touched).persist()
         try:
             n = rows.count()
-            on = " AND ".join(f"t.{k} = s.{k}" for k in self.keys)
-            clauses = f"ON {on} WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *"
-            merge_into(rows, ctx.fmt.qualified(ctx.table), clauses, view_name(ctx, ctx.table))
+            ctx.fmt.merge(rows, ctx.table, Merge(self.keys))
         finally:
             rows.unpersist()
         ctx.metrics["keys_recomputed"] += len(touched)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import replace
 
 import pytest
 from pyspark.sql import functions as F
@@ -129,8 +130,8 @@ def reference(spark, tmp_path_factory):
     return out
 
 
-# `make test` kills every write strategy at its riskiest point, and every kill point at least once: these 12 kills
-# take about 13 minutes of CI's 30. `make test-crash` (TRIBUTARY_CRASH_MATRIX=full) runs all of CASES.
+# `make test` kills every write strategy at its riskiest point, and every kill point at least once (12 kills on
+# Iceberg, 4 on Delta). `make test-crash` (TRIBUTARY_CRASH_MATRIX=full) runs all of CASES.
 QUICK = {
     ("bronze.events", 1, "between", 1),
     ("silver.events", 0, "between", 1),
@@ -145,13 +146,29 @@ QUICK = {
     ("gold.user_sessions", 0, "between", 2),
     ("gold.clicks_by_category", 0, "after", 2),
 }
-SELECTED = CASES if os.environ.get("TRIBUTARY_CRASH_MATRIX") == "full" else [c for c in CASES if c in QUICK]
+# On Delta tables (compared with the same Iceberg reference): a staged landing batch, two commits of one batch
+# (quarantine then silver; SCD2 history then current rows), and a stream from a Delta table with late rows.
+QUICK_DELTA = {
+    ("bronze.events", 1, "between", 1),
+    ("silver.events", 0, "between", 1),
+    ("silver.customers", 1, "between-2", 1),
+    ("gold.impressions_10m", 0, "between", 2),
+}
+FULL = os.environ.get("TRIBUTARY_CRASH_MATRIX") == "full"
+SELECTED = [
+    (*case, table_format)
+    for table_format, quick in (("iceberg", QUICK), ("delta", QUICK_DELTA))
+    for case in CASES
+    if FULL or case in quick
+]
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("target", "batch", "point", "drops"), SELECTED, ids=lambda v: str(v))
-def test_kill_then_rerun_matches_uninterrupted(spark, fresh_settings, reference, target, batch, point, drops):
-    s = fresh_settings
+@pytest.mark.parametrize(("target", "batch", "point", "drops", "table_format"), SELECTED, ids=lambda v: str(v))
+def test_kill_then_rerun_matches_uninterrupted(
+    spark, fresh_settings, reference, target, batch, point, drops, table_format
+):
+    s = replace(fresh_settings, table_format=table_format)
     registry = crash_registry()
     chain = _chain(registry, target)
     _land(s, 1)

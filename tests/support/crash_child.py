@@ -19,13 +19,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-from pyspark.sql import SparkSession
-from pyspark.sql.readwriter import DataFrameWriterV2
-
 from infra.settings import Settings
 from infra.spark import get_spark
 from pipelines.io.checkpoints import last_planned_batch
-from pipelines.io.formats import IcebergFormat
+from pipelines.io.formats import table_format
 from pipelines.run import runner
 from tests.support.crash_registry import crash_registry
 from tests.support.repo import REPO
@@ -52,18 +49,6 @@ def _counting(commit):
     return wrapper
 
 
-def _counting_sql(sql):
-    def wrapper(self, query, *args, **kwargs):
-        result = sql(self, query, *args, **kwargs)
-        if _state["in_batch"] and query.lstrip().upper().startswith("MERGE INTO"):
-            _state["commits"] += 1
-            if _state.get("point") == "between" and _state["commits"] == _state["kill_after_commits"]:
-                _kill()
-        return result
-
-    return wrapper
-
-
 def kill_in_child(settings: Settings, target: str, batch: int, point: str) -> None:
     """Run `target` in a child process that must be SIGKILLed at (batch, point); fail the test if it is not."""
     proc = subprocess.run(
@@ -78,7 +63,7 @@ def kill_in_child(settings: Settings, target: str, batch: int, point: str) -> No
             point,
         ],
         cwd=REPO,
-        env={**os.environ, "TRIBUTARY_HOME": str(settings.home)},
+        env={**os.environ, "TRIBUTARY_HOME": str(settings.home), "TRIBUTARY_TABLE_FORMAT": settings.table_format},
         start_new_session=True,
         capture_output=True,
         text=True,
@@ -100,10 +85,10 @@ def main() -> None:
     kill_batch = (planned + 1 if planned is not None else 0) + int(relative_batch)
     _state["point"] = point
 
-    DataFrameWriterV2.append = _counting(DataFrameWriterV2.append)
-    DataFrameWriterV2.overwrite = _counting(DataFrameWriterV2.overwrite)
-    SparkSession.sql = _counting_sql(SparkSession.sql)
-    IcebergFormat.publish = _counting(IcebergFormat.publish)  # a staged write's publication is a commit too
+    adapter = type(table_format(settings))
+    # Every table commit of a batch goes through its format: a staged write and its publication count each.
+    for method in ("append", "stage_append", "publish", "merge", "overwrite"):
+        setattr(adapter, method, _counting(getattr(adapter, method)))
     write = runner.write_micro_batch
 
     def killing_write(ctx, df, spec, headers=None) -> None:

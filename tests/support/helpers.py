@@ -13,21 +13,18 @@ ALL_TABLES = tuple(out.name for spec in default_registry() for out in spec.outpu
 
 def table(spark: SparkSession, settings: Settings, name: str) -> DataFrame:
     """The current contents of a platform table."""
-    return spark.table(table_format(settings).qualified(name))
+    return table_format(settings).read(spark, name)
 
 
-def snapshot_ids(spark: SparkSession, settings: Settings) -> dict[str, list[int]]:
-    """Every snapshot id of every pipeline table, oldest first."""
+def current_snapshots(spark: SparkSession, settings: Settings) -> dict[str, int | None]:
+    """The current snapshot (Delta: version) of every pipeline table that exists."""
     fmt = table_format(settings)
-    return {
-        name: [
-            r.snapshot_id
-            for r in spark.sql(
-                f"SELECT snapshot_id FROM {fmt.qualified(name)}.snapshots ORDER BY committed_at"
-            ).collect()
-        ]
-        for name in ALL_TABLES
-    }
+    out = {}
+    for name in ALL_TABLES:
+        if fmt.exists(spark, name):
+            snapshot = fmt.current_snapshot(spark, name)
+            out[name] = None if snapshot is None else snapshot.snapshot_id
+    return out
 
 
 def rows_of(df: DataFrame, drop: tuple[str, ...] = ("_ingested_at",)) -> list[tuple]:

@@ -12,6 +12,7 @@ from pyspark.sql import SparkSession
 from infra.errors import ConfigError
 from infra.settings import Settings
 from pipelines.io.formats import table_format
+from pipelines.ops.maintenance import delta
 from pipelines.ops.maintenance.cleanup import expire_with_protection, remove_orphan_files
 from pipelines.ops.maintenance.compaction import rewrite_data_files, rewrite_manifests
 from pipelines.ops.maintenance.policies import policy_for
@@ -24,6 +25,7 @@ from pipelines.ops.maintenance.procedures import (
 )
 from pipelines.ops.maintenance.shape import TableShape, bytes_on_disk, table_location, table_shape
 from pipelines.spec.registry import Registry
+from pipelines.spec.tables import MaintenancePolicy
 
 
 @dataclass
@@ -57,6 +59,17 @@ class MaintenanceReport:
         return out
 
 
+def compact_data_files(
+    spark: SparkSession | None, settings: Settings, name: str, policy: MaintenancePolicy
+) -> dict[str, int]:
+    """Compact `name`'s small files with `policy` in its table format (Iceberg: rewrite_data_files, with a Spark
+    session; Delta: OPTIMIZE through delta-rs)."""
+    if settings.table_format == "delta":
+        return delta.optimize(settings, name, policy)
+    assert spark is not None, "Iceberg compaction runs in Spark"
+    return rewrite_data_files(spark, settings, name, policy)
+
+
 def run_maintenance(
     spark: SparkSession,
     settings: Settings,
@@ -82,8 +95,12 @@ def run_maintenance(
     chosen = tuple(op for op in OPERATIONS if op in operations)
     report = MaintenanceReport(table=name, operations=chosen)
     started = time.perf_counter()
-    if not spark.catalog.tableExists(table_format(settings).qualified(name)):
+    if not table_format(settings).exists(spark, name):
         report.skipped = f"table {name} does not exist yet: nothing to maintain"
+        return report
+    if settings.table_format == "delta":
+        _run_delta(settings, registry, report, policy, now, expire_older_than, orphan_older_than)
+        report.seconds = round(time.perf_counter() - started, 3)
         return report
     location = table_location(spark, settings, name)
     report.before = table_shape(spark, settings, name, location)
@@ -91,7 +108,7 @@ def run_maintenance(
         disk = bytes_on_disk(location)
         t0 = time.perf_counter()
         if op == REWRITE_DATA_FILES:
-            result = rewrite_data_files(spark, settings, name, policy)
+            result = compact_data_files(spark, settings, name, policy)
         elif op == REWRITE_MANIFESTS:
             result = rewrite_manifests(spark, settings, name)
         elif op == EXPIRE_SNAPSHOTS:
@@ -109,3 +126,35 @@ def run_maintenance(
     report.after = table_shape(spark, settings, name, location)
     report.seconds = round(time.perf_counter() - started, 3)
     return report
+
+
+def _run_delta(
+    settings: Settings,
+    registry: Registry,
+    report: MaintenanceReport,
+    policy: MaintenancePolicy,
+    now: datetime,
+    expire_older_than: datetime | None,
+    orphan_older_than: datetime | None,
+) -> None:
+    """The same operations on a Delta table (`pipelines.ops.maintenance.delta` says how each maps)."""
+    name = report.table
+    report.before = delta.delta_shape(settings, name)
+    for op in report.operations:
+        t0 = time.perf_counter()
+        disk = report.before.bytes_on_disk if not report.steps else delta.delta_shape(settings, name).bytes_on_disk
+        if op == REWRITE_DATA_FILES:
+            result = compact_data_files(None, settings, name, policy)
+        elif op == REWRITE_MANIFESTS:
+            result = delta.checkpoint(settings, name)
+        else:
+            full = op == REMOVE_ORPHAN_FILES
+            older = orphan_older_than if full else expire_older_than
+            result, notes = delta.vacuum(settings, registry, name, policy, now, older, full=full)
+            report.notes.extend(notes)
+            after_disk = delta.delta_shape(settings, name).bytes_on_disk
+            if disk is not None and after_disk is not None:
+                result["bytes_freed"] = max(disk - after_disk, 0)
+        report.step_seconds[op] = round(time.perf_counter() - t0, 3)
+        report.steps[op] = result
+    report.after = delta.delta_shape(settings, name)

@@ -210,30 +210,25 @@ def test_daily_revenue_is_recomputed_for_the_days_with_orders(silver: DataFrame)
     assert _rows(sink.affected(silver).distinct()) == [(date(2026, 1, 1),), (date(2026, 1, 2),)]
 
 
-class _Views:
-    """Resolves a table name to a temporary view: the `qualified` part of a table format, for `recompute`."""
+class _Frames:
+    """Resolves a table name to a DataFrame: the `read` part of a table format, for `recompute`."""
 
-    def __init__(self, views: dict[str, str]) -> None:
-        self.views = views
+    def __init__(self, frames: dict[str, DataFrame]) -> None:
+        self.frames = frames
 
-    def qualified(self, name: str) -> str:
-        return self.views[name]
+    def read(self, spark: SparkSession, name: str) -> DataFrame:
+        return self.frames[name]
 
 
 def test_daily_revenue_recompute_sums_orders_of_the_touched_days_only(spark: SparkSession, silver: DataFrame) -> None:
-    view = "test_ecommerce_silver_events"
-    silver.createOrReplaceTempView(view)
-    try:
-        sink = _spec(DAILY_REVENUE.name).sink
-        out = sink.recompute(spark, _Views({SILVER.name: view}), [{"event_date": date(2026, 1, 1)}])
-        assert _shape(out.schema) == _shape(DAILY_REVENUE.schema)
-        assert _rows(out) == [
-            (date(2026, 1, 1), "shoes", "EUR", 1, 3, Decimal("7.00")),
-            (date(2026, 1, 1), "shoes", "USD", 2, 3, Decimal("15.50")),
-            (date(2026, 1, 1), None, "USD", 1, 1, Decimal("1.25")),
-        ]
-    finally:
-        spark.catalog.dropTempView(view)
+    sink = _spec(DAILY_REVENUE.name).sink
+    out = sink.recompute(spark, _Frames({SILVER.name: silver}), [{"event_date": date(2026, 1, 1)}])
+    assert _shape(out.schema) == _shape(DAILY_REVENUE.schema)
+    assert _rows(out) == [
+        (date(2026, 1, 1), "shoes", "EUR", 1, 3, Decimal("7.00")),
+        (date(2026, 1, 1), "shoes", "USD", 2, 3, Decimal("15.50")),
+        (date(2026, 1, 1), None, "USD", 1, 1, Decimal("1.25")),
+    ]
 
 
 def test_daily_revenue_spec_reads_silver_rows_unchanged(silver: DataFrame) -> None:

@@ -35,7 +35,6 @@ from pipelines.io.formats import table_format
 from pipelines.ops.maintenance import procedures
 from pipelines.ops.maintenance.cleanup import expire_snapshots, remove_orphan_files
 from pipelines.ops.maintenance.compaction import rewrite_data_files
-from pipelines.ops.maintenance.delta import delta_maintenance_sql
 from pipelines.ops.maintenance.procedures import (
     COMPACTION_OPERATIONS,
     EXPIRE_SNAPSHOTS,
@@ -102,24 +101,6 @@ def test_policy_validation_and_delta_mapping():
         5,
         3,
     )
-
-    assert delta_maintenance_sql(SILVER, MaintenancePolicy()) == [
-        "ALTER TABLE spark_catalog.silver.events SET TBLPROPERTIES ('delta.logRetentionDuration' = 'interval 7 days', "
-        "'delta.deletedFileRetentionDuration' = 'interval 7 days')",
-        "OPTIMIZE spark_catalog.silver.events",
-        "VACUUM spark_catalog.silver.events RETAIN 168 HOURS",
-    ]
-    sorted_policy = MaintenancePolicy(
-        snapshot_retention_days=2, orphan_retention_days=4, sort_order=("event_time DESC",)
-    )
-    assert delta_maintenance_sql(SILVER, sorted_policy, catalog="lake") == [
-        "ALTER TABLE lake.silver.events SET TBLPROPERTIES ('delta.logRetentionDuration' = 'interval 2 days', "
-        "'delta.deletedFileRetentionDuration' = 'interval 4 days')",
-        "OPTIMIZE lake.silver.events ZORDER BY (event_time)",
-        "VACUUM lake.silver.events RETAIN 96 HOURS",
-    ]
-    with pytest.raises(ConfigError, match="not a valid identifier"):
-        delta_maintenance_sql("silver.events; DROP", MaintenancePolicy())
 
 
 def test_compaction_cuts_small_files_tenfold_with_identical_rows(spark, fresh_settings):

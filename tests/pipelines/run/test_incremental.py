@@ -9,11 +9,11 @@ from pathlib import Path
 from pipelines.datasets import default_registry
 from pipelines.datasets.clickstream.sample_data import generate_clickstream
 from pipelines.datasets.ecommerce.sample_data import DEFAULT_START, generate
-from pipelines.ops.maintenance.compaction import rewrite_data_files
+from pipelines.ops.maintenance.runner import compact_data_files
 from pipelines.run.pipeline import run_pipeline
 from pipelines.run.runner import run_table
 from pipelines.spec.tables import MaintenancePolicy
-from tests.support.helpers import snapshot_ids, table
+from tests.support.helpers import current_snapshots, table
 from tests.support.reference import classify, load_landing
 
 
@@ -32,16 +32,16 @@ def _offsets(settings) -> dict[str, int]:
     return {str(p.parent.relative_to(root)): len(list(p.iterdir())) for p in root.glob("*/*/offsets")}
 
 
-def test_rerun_without_new_files_writes_nothing(spark, fresh_settings):
-    s = fresh_settings
+def test_rerun_without_new_files_writes_nothing(spark, format_settings):
+    s = format_settings
     generate(s.landing, rows=3000, files=3, seed=11)
     generate_clickstream(s.landing, impressions=400, files=2, seed=12)
     _run(spark, s)
     generate(s.landing, rows=300, files=1, seed=14)  # a second bronze commit, for the compaction below
     _run(spark, s)
-    before, counts, offsets = snapshot_ids(spark, s), _counts(spark, s), _offsets(s)
+    before, counts, offsets = current_snapshots(spark, s), _counts(spark, s), _offsets(s)
     reports = _run(spark, s)
-    assert snapshot_ids(spark, s) == before, "a no-op run must not create snapshots"
+    assert current_snapshots(spark, s) == before, "a no-op run must not commit"
     assert _counts(spark, s) == counts
     assert all(r.rows_in == 0 for r in reports.values())
     assert all(r.rows_written(t) == 0 for r in reports.values() for t in r.tables)
@@ -50,9 +50,10 @@ def test_rerun_without_new_files_writes_nothing(spark, fresh_settings):
     assert _offsets(s) == offsets
     assert reports["silver.events"].tables["silver.events"].rows == counts["silver.events"]  # stats from metadata
 
-    # A compaction commits a replace snapshot (same rows, new files): still nothing for silver to read.
+    # A compaction commits a replace snapshot (Delta: an OPTIMIZE with dataChange=false): same rows, new files,
+    # still nothing for silver to read.
     policy = replace(MaintenancePolicy(), min_input_files=2)
-    assert rewrite_data_files(spark, s, "bronze.events", policy)["rewritten_data_files_count"] >= 2
+    assert compact_data_files(spark, s, "bronze.events", policy)["rewritten_data_files_count"] >= 2
     assert run_table(spark, s, default_registry().get("silver.events")).skipped
 
     # One new file: its stream runs, and the tables downstream of it read exactly its rows.
@@ -65,8 +66,8 @@ def test_rerun_without_new_files_writes_nothing(spark, fresh_settings):
     assert _counts(spark, s)["bronze.events"] == counts["bronze.events"] + more.lines
 
 
-def test_new_files_add_exactly_their_rows_and_resent_duplicates_are_dropped(spark, fresh_settings):
-    s = fresh_settings
+def test_new_files_add_exactly_their_rows_and_resent_duplicates_are_dropped(spark, format_settings):
+    s = format_settings
     generate(s.landing, rows=3000, files=3, seed=21)
     first = _run(spark, s)
     assert first["bronze.events"].rows_in == 3000
@@ -94,8 +95,8 @@ def test_new_files_add_exactly_their_rows_and_resent_duplicates_are_dropped(spar
     assert silver.groupBy("event_id").count().filter("count > 1").count() == 0
 
 
-def test_gold_equals_independent_computation(spark, fresh_settings):
-    s = fresh_settings
+def test_gold_equals_independent_computation(spark, format_settings):
+    s = format_settings
     generate(s.landing, rows=4000, files=4, seed=31, days=2)
     first = _run(spark, s)
     # The next day's files: new events, ~3% of them late (some behind the watermark of the first run).

@@ -1,0 +1,283 @@
+"""Delta Lake tables: Spark writes and reads the Parquet files, delta-rs (`deltalake`) commits and describes them.
+
+delta-spark's jars are not available to every install, so Spark never sees a Delta table as such. A table is the
+folder `<warehouse>/delta/<namespace>/<table>`:
+- Appends: the executors write the batch's Parquet files under `_staging/` in the table folder; the driver moves
+  them into the table folder and commits their `add` actions in one Delta transaction carrying the app transaction
+  (writer = the streaming query id, version = the batch id). A replayed batch finds its version committed and is
+  skipped, as the Iceberg snapshot tag does. Rows never pass through the driver; files of an attempt that was
+  killed before its commit are in no version, and VACUUM removes them.
+- MERGE and overwrite go through delta-rs: a MERGE collects its source rows (recomputed gold keys, a batch of
+  changes) to the driver as Arrow.
+- Reads: the files of the current (or a past) version, read by Spark's Parquet reader with the table's schema.
+- Streams: the feed described in `pipelines.io.delta_log`.
+Delta tables are not partitioned: the specs' partitions are Iceberg transforms (`days(ts)`), which Delta can only
+express with generated columns; OPTIMIZE with Z-order is their layout tool.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import uuid
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from deltalake import CommitProperties, DeltaTable, Field, Transaction
+from deltalake.transaction import AddAction
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
+from pyspark.sql.types import StructType
+
+from infra.errors import ConfigError, PipelineError
+from infra.identifiers import validate_table_name
+from infra.paths import canonical_all
+from infra.settings import Settings
+from infra.sql.catalog import Snapshot
+from pipelines.io import delta_log
+from pipelines.io.checkpoints import (
+    ConsumerPosition,
+    caught_up_offsets,
+    last_committed_batch,
+    pending_batch,
+    seen_files,
+)
+from pipelines.io.format_types import Merge, Staged, TableStats, check_schema
+from pipelines.io.sources import NEVER_EXPIRE
+from pipelines.spec.tables import OutputTable
+
+WRITER_KEY = "tributary.writer"
+BATCH_KEY = "tributary.batch-id"
+STAGING_DIR = "_staging"
+
+
+class DeltaFormat:
+    """Delta Lake tables under the warehouse's `delta` folder."""
+
+    def __init__(self, settings: Settings):
+        self.settings = settings
+        self.root = settings.warehouse / "delta"
+
+    def location(self, name: str) -> Path:
+        """The table's folder."""
+        ns, table = validate_table_name(name)
+        return self.root / ns / table
+
+    def qualified(self, name: str) -> str:
+        """Delta tables have no Spark SQL name here (that needs delta-spark): fail naming the table."""
+        raise ConfigError(
+            f"table {name} is a Delta table, and this operation reads tables through Spark SQL's catalog, which "
+            "holds Iceberg tables only; run it on an Iceberg home (TRIBUTARY_TABLE_FORMAT=iceberg)"
+        )
+
+    def delta_table(self, name: str, version: int | None = None) -> DeltaTable:
+        """The delta-rs table `name` (at `version`); a PipelineError naming it when it does not exist."""
+        path = self.location(name)
+        if not DeltaTable.is_deltatable(str(path)):
+            raise PipelineError(f"Delta table {name} does not exist yet (no Delta log under {path})")
+        return DeltaTable(str(path), version=version)
+
+    def _schema(self, table: DeltaTable) -> StructType:
+        return from_arrow_schema(pa.schema(table.schema().to_arrow()))
+
+    def ensure_table(self, spark: SparkSession, table: OutputTable, allow_added: bool = False) -> None:
+        """Create the table (and its stream feed) if missing; add declared columns it lacks; fail naming the table
+        on other differences."""
+        path = self.location(table.name)
+        if DeltaTable.is_deltatable(str(path)):
+            dt = DeltaTable(str(path))
+            existing = self._schema(dt)
+            check_schema(table.name, existing, table.schema, allow_added)
+            missing = StructType([f for f in table.schema.fields if f.name not in existing.names])
+            if missing.fields:
+                dt.alter.add_columns([Field.from_arrow(f) for f in to_arrow_schema(missing)])
+        else:
+            path.mkdir(parents=True, exist_ok=True)
+            DeltaTable.create(str(path), schema=to_arrow_schema(table.schema), mode="ignore", name=table.name)
+        delta_log.sync_feed(path, DeltaTable(str(path)).version())
+
+    def columns(self, spark: SparkSession, name: str) -> list[str]:
+        """The table's column names now."""
+        return self._schema(self.delta_table(name)).names
+
+    def add_string_columns(self, spark: SparkSession, name: str, columns: list[str]) -> None:
+        """Add nullable string columns (a metadata-only commit)."""
+        self.delta_table(name).alter.add_columns([Field.from_arrow(pa.field(c, pa.string())) for c in columns])
+
+    def committed_batches(self, spark: SparkSession, name: str, writer: str, since: int = 0) -> set[int]:
+        """A writer commits its batches in order, so every batch up to its app transaction's version is committed."""
+        last = self.delta_table(name).transaction_version(writer)
+        return set(range(since, last + 1)) if last is not None and last >= since else set()
+
+    def _write_files(self, df: DataFrame, name: str) -> tuple[Path, list[Path]]:
+        """Write `df` as Parquet under the table's staging folder (on the executors); return the folder and its
+        non-empty data files."""
+        staging = self.location(name) / STAGING_DIR / uuid.uuid4().hex
+        df.write.parquet(str(staging))
+        files = []
+        for path in sorted(staging.glob("*.parquet")):
+            if pq.read_metadata(path).num_rows:
+                files.append(path)
+        return staging, files
+
+    def _commit(self, name: str, files: list[Path], writer: str | None, batch_id: int, mode: str = "append") -> int:
+        """Move staged files into the table folder and commit them in one version (tagged with the app transaction
+        (writer, batch id) unless `writer` is None); return the rows added."""
+        path = self.location(name)
+        actions, rows = [], 0
+        for staged in files:
+            target = path / f"{staged.parent.name[:12]}-{staged.name}"
+            os.replace(staged, target)
+            n = pq.read_metadata(target).num_rows
+            stat = target.stat()
+            stats = json.dumps({"numRecords": n})
+            actions.append(AddAction(target.name, stat.st_size, {}, int(stat.st_mtime * 1000), True, stats))
+            rows += n
+        dt = self.delta_table(name)
+        properties = CommitProperties(
+            app_transactions=[Transaction(writer, batch_id)] if writer else None,
+            custom_metadata={WRITER_KEY: writer, BATCH_KEY: str(batch_id)} if writer else None,
+        )
+        dt.create_write_transaction(actions, mode, dt.schema(), commit_properties=properties)
+        for staged in files:
+            shutil.rmtree(staged.parent, ignore_errors=True)
+        dt = DeltaTable(str(path))
+        delta_log.sync_feed(path, dt.version())
+        return rows
+
+    def append(self, df: DataFrame, name: str, writer: str, batch_id: int) -> int:
+        """One Delta version adding the batch's files, carrying the app transaction (writer, batch id)."""
+        staging, files = self._write_files(df, name)
+        try:
+            return self._commit(name, files, writer, batch_id)
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+
+    def stage_append(self, df: DataFrame, name: str, writer: str, batch_id: int) -> Staged:
+        """Write the batch's files under the staging folder, not yet part of any version."""
+        _, files = self._write_files(df, name)
+        rows = sum(pq.read_metadata(f).num_rows for f in files)
+        version = self.delta_table(name).version()
+        return Staged(version, None, rows, tuple(str(f) for f in files), writer, batch_id)
+
+    def read_staged(self, spark: SparkSession, name: str, staged: Staged) -> DataFrame:
+        """The staged files' rows, with the table's schema."""
+        schema = self._schema(self.delta_table(name))
+        if not staged.files:
+            return spark.createDataFrame([], schema)
+        return spark.read.schema(schema).parquet(*staged.files)
+
+    def publish(self, spark: SparkSession, name: str, staged: Staged) -> None:
+        """Commit the staged files in one version with the staged batch's app transaction."""
+        files = [Path(f) for f in staged.files]
+        try:
+            self._commit(name, files, staged.writer, staged.batch_id)
+        finally:
+            if files:
+                shutil.rmtree(files[0].parent, ignore_errors=True)
+
+    def merge(self, df: DataFrame, name: str, merge: Merge) -> None:
+        """delta-rs MERGE with the rows of `df` collected to the driver as Arrow."""
+        batches = df._collect_as_arrow()  # Spark 3.5 has no public toArrow
+        source = pa.Table.from_batches(batches, schema=to_arrow_schema(df.schema))
+        dt = self.delta_table(name)
+        merger = dt.merge(source, merge.on, source_alias="s", target_alias="t")
+        if merge.delete_when:
+            merger = merger.when_matched_delete(predicate=merge.delete_when)
+        assigned = {c: f"s.{c}" for c in merge.columns}
+        if merge.update:
+            if assigned:
+                merger = merger.when_matched_update(assigned, predicate=merge.update_when)
+            else:
+                merger = merger.when_matched_update_all(predicate=merge.update_when)
+        if assigned:
+            merger = merger.when_not_matched_insert(assigned, predicate=merge.insert_when)
+        else:
+            merger = merger.when_not_matched_insert_all(predicate=merge.insert_when)
+        merger.execute()
+        delta_log.sync_feed(self.location(name), DeltaTable(str(self.location(name))).version())
+
+    def overwrite(self, df: DataFrame, name: str) -> None:
+        """One version removing every file and adding the new ones."""
+        staging, files = self._write_files(df, name)
+        try:
+            self._commit(name, files, None, 0, mode="overwrite")
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+
+    def read(self, spark: SparkSession, name: str, snapshot_id: int | None = None) -> DataFrame:
+        """The files of the current version (or of version `snapshot_id`), read with that version's schema."""
+        dt = self.delta_table(name, snapshot_id)
+        schema = self._schema(dt)
+        uris = dt.file_uris()
+        if not uris:
+            return spark.createDataFrame([], schema)
+        return spark.read.schema(schema).parquet(*uris)
+
+    def read_stream(self, spark: SparkSession, name: str) -> DataFrame:
+        """Spark's file stream over the table's feed (`pipelines.io.delta_log`): each appended file once."""
+        dt = self.delta_table(name)
+        path = self.location(name)
+        delta_log.sync_feed(path, dt.version())
+        return spark.readStream.schema(self._schema(dt)).option("maxFileAge", NEVER_EXPIRE).parquet(str(path))
+
+    def consumer_caught_up(self, spark: SparkSession | None, name: str, checkpoint: Path) -> bool:
+        """Every file the feed lists is one the stream at `checkpoint` has read, and it owes no batch."""
+        path = self.location(name)
+        delta_log.sync_feed(path, self.delta_table(name).version())
+        listed = set(canonical_all(delta_log.feed_files(path)))
+        if not listed:
+            return True
+        return caught_up_offsets(checkpoint) is not None and listed <= seen_files(checkpoint, source=None).keys()
+
+    def consumer_position(self, name: str, consumer: str, checkpoint: Path) -> ConsumerPosition:
+        """The newest version whose appended files (and every earlier version's) the consumer's committed batches
+        have read; None before it has read any."""
+        last = last_committed_batch(checkpoint)
+        read = {k for k, e in seen_files(checkpoint, source=None).items() if last is not None and e.batch_id <= last}
+        position = None
+        for version, uris in sorted(delta_log.feed_by_version(self.location(name)).items()):
+            if not set(canonical_all(uris)) <= read:
+                break
+            position = version
+        return ConsumerPosition(consumer, checkpoint, position, last, pending_batch(checkpoint) is None)
+
+    def exists(self, spark: SparkSession | None, name: str) -> bool:
+        """Whether the table's Delta log exists (no JVM needed)."""
+        return DeltaTable.is_deltatable(str(self.location(name)))
+
+    def _snapshot(self, name: str, commit: delta_log.Commit) -> Snapshot:
+        summary = {"operation": commit.operation, "added-data-files": str(len(commit.appended))}
+        records = sum(json.loads(a.get("stats") or "{}").get("numRecords", 0) for a in commit.added)
+        summary["added-records"] = str(records)
+        for key in (WRITER_KEY, BATCH_KEY):
+            if key in commit.info:
+                summary[key] = str(commit.info[key])
+        parent = commit.version - 1 if commit.version else None
+        return Snapshot(commit.version, parent, commit.timestamp_ms, None, summary)
+
+    def current_snapshot(self, spark: SparkSession | None, name: str) -> Snapshot | None:
+        """The current version as a snapshot (id = version)."""
+        path = self.location(name)
+        return self._snapshot(name, delta_log.read_commit(path, self.delta_table(name).version()))
+
+    def last_data_snapshot(self, spark: SparkSession | None, name: str) -> Snapshot | None:
+        """The newest version that is not a compaction."""
+        path = self.location(name)
+        version = self.delta_table(name).version()
+        commit = delta_log.read_commit(path, version)
+        while commit.operation == "replace" and commit.version > 0:
+            commit = delta_log.read_commit(path, commit.version - 1)
+        return self._snapshot(name, commit)
+
+    def stats(self, spark: SparkSession | None, name: str) -> TableStats:
+        """Version, rows, files and bytes from the current version's add actions (no data read)."""
+        if not self.exists(spark, name):
+            return TableStats(snapshot_id=None, rows=0, data_files=0, bytes=0)
+        dt = self.delta_table(name)
+        adds = pa.table(dt.get_add_actions(flatten=True))
+        rows = sum(v or 0 for v in adds.column("num_records").to_pylist()) if adds.num_rows else 0
+        size = sum(adds.column("size_bytes").to_pylist()) if adds.num_rows else 0
+        return TableStats(snapshot_id=dt.version(), rows=rows, data_files=adds.num_rows, bytes=size)

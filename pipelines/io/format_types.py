@@ -1,0 +1,181 @@
+"""What the pipelines need from a table format (create, append idempotently, stage, merge, read, stream, describe),
+and the types the formats share. `pipelines.io.formats.table_format` picks the adapter."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.types import StructType
+
+from infra.errors import ConfigError
+from infra.sql.catalog import Snapshot
+from pipelines.io.checkpoints import ConsumerPosition
+from pipelines.spec.tables import OutputTable
+
+
+@dataclass(frozen=True)
+class Staged:
+    """An append written but not yet published to the main branch (readers and streams do not see it)."""
+
+    snapshot_id: int
+    parent_id: int | None
+    rows: int
+    # Delta: the staged data files and the batch they belong to (Iceberg keeps all of it in the staged snapshot).
+    files: tuple[str, ...] = ()
+    writer: str = ""
+    batch_id: int = -1
+
+
+@dataclass(frozen=True)
+class TableStats:
+    """What a table looks like now: numbers Dagster records and plots."""
+
+    snapshot_id: int | None
+    rows: int
+    data_files: int
+    bytes: int
+
+
+class TableFormat(Protocol):
+    """Operations the pipelines need from a table format."""
+
+    def qualified(self, name: str) -> str:
+        """The name Spark SQL resolves (catalog-qualified)."""
+        ...
+
+    def ensure_table(self, spark: SparkSession, table: OutputTable, allow_added: bool = False) -> None:
+        """Create the namespace and table if missing; add declared columns it lacks; fail on other differences.
+
+        `allow_added`: the table may hold columns its spec does not declare (added by schema evolution).
+        """
+        ...
+
+    def columns(self, spark: SparkSession, name: str) -> list[str]:
+        """The table's column names now."""
+        ...
+
+    def add_string_columns(self, spark: SparkSession, name: str, columns: list[str]) -> None:
+        """Add nullable string columns (schema evolution of landed data)."""
+        ...
+
+    def committed_batches(self, spark: SparkSession, name: str, writer: str, since: int = 0) -> set[int]:
+        """Batch ids of at least `since` that `writer` has already committed to `name`."""
+        ...
+
+    def append(self, df: DataFrame, name: str, writer: str, batch_id: int) -> int:
+        """Append `df` as one commit tagged with the writer and batch id; return the rows added."""
+        ...
+
+    def stage_append(self, df: DataFrame, name: str, writer: str, batch_id: int) -> Staged:
+        """Write `df` as an append tagged like `append`, but unpublished: not a committed batch until `publish`."""
+        ...
+
+    def read_staged(self, spark: SparkSession, name: str, staged: Staged) -> DataFrame:
+        """The rows of a staged append (only those)."""
+        ...
+
+    def publish(self, spark: SparkSession, name: str, staged: Staged) -> None:
+        """Make a staged append part of the table (one atomic commit); its batch is then committed."""
+        ...
+
+    def exists(self, spark: SparkSession | None, name: str) -> bool:
+        """Whether the table exists (`spark` None: without starting a session where the format can)."""
+        ...
+
+    def current_snapshot(self, spark: SparkSession | None, name: str) -> Snapshot | None:
+        """The table's current snapshot (id and summary); None for a table never written."""
+        ...
+
+    def last_data_snapshot(self, spark: SparkSession | None, name: str) -> Snapshot | None:
+        """The newest snapshot that changed the table's rows (compactions skipped); None for a table never written."""
+        ...
+
+    def stats(self, spark: SparkSession | None, name: str) -> TableStats:
+        """Current snapshot, row count, data files and bytes."""
+        ...
+
+    def read(self, spark: SparkSession, name: str, snapshot_id: int | None = None) -> DataFrame:
+        """The table's rows now, or as of one of its snapshots (Delta: versions)."""
+        ...
+
+    def read_stream(self, spark: SparkSession, name: str) -> DataFrame:
+        """A streaming DataFrame over the table's appends (other commits are skipped: see `sources.read_table`)."""
+        ...
+
+    def consumer_caught_up(self, spark: SparkSession | None, name: str, checkpoint: Path) -> bool:
+        """Whether the stream at `checkpoint` has read every append of `name` and owes no batch."""
+        ...
+
+    def consumer_position(self, name: str, consumer: str, checkpoint: Path) -> ConsumerPosition:
+        """The snapshot of `name` up to which the stream of `consumer` at `checkpoint` has read every append."""
+        ...
+
+    def merge(self, df: DataFrame, name: str, merge: Merge) -> None:
+        """MERGE `df` (alias `s`) into the table (alias `t`) in one commit."""
+        ...
+
+    def overwrite(self, df: DataFrame, name: str) -> None:
+        """Replace every row of the table with `df` in one commit."""
+        ...
+
+
+@dataclass(frozen=True)
+class Merge:
+    """A MERGE of source rows (alias `s`) into a table (alias `t`), declared once for every table format.
+
+    Conditions are SQL that Spark and delta-rs (DataFusion) both read: `t.`/`s.` columns, comparisons, `AND`, `OR`,
+    `NOT`, `IS NOT DISTINCT FROM`. Clauses apply in this order: delete, update, insert.
+    """
+
+    keys: tuple[str, ...]
+    null_safe_keys: bool = False  # keys match when both are NULL
+    match_when: str | None = None  # a further condition of the match
+    delete_when: str | None = None  # WHEN MATCHED AND <condition> THEN DELETE
+    update: bool = True
+    update_when: str | None = None  # WHEN MATCHED [AND <condition>] THEN UPDATE
+    insert_when: str | None = None  # WHEN NOT MATCHED [AND <condition>] THEN INSERT
+    columns: tuple[str, ...] = ()  # the target columns set and inserted (empty: all of them, from `s`)
+
+    @property
+    def on(self) -> str:
+        """The match condition."""
+        same = "IS NOT DISTINCT FROM" if self.null_safe_keys else "="
+        keys = [f"(t.{k} {same} s.{k})" for k in self.keys]  # parenthesized: DataFusion binds AND tighter
+        return " AND ".join([*([f"({self.match_when})"] if self.match_when else []), *keys])
+
+    def spark_sql(self, target: str, view: str) -> str:
+        """The Spark SQL statement merging the temp view `view` into the catalog-qualified `target`."""
+        parts = [f"MERGE INTO {target} t USING {view} s ON {self.on}"]
+        if self.delete_when:
+            parts.append(f"WHEN MATCHED AND ({self.delete_when}) THEN DELETE")
+        if self.update:
+            sets = ", ".join(f"t.{c} = s.{c}" for c in self.columns) if self.columns else "*"
+            parts.append(f"WHEN MATCHED{_and(self.update_when)} THEN UPDATE SET {sets}")
+        if self.columns:
+            inserted = f"({', '.join(self.columns)}) VALUES ({', '.join(f's.{c}' for c in self.columns)})"
+        else:
+            inserted = "*"
+        parts.append(f"WHEN NOT MATCHED{_and(self.insert_when)} THEN INSERT {inserted}")
+        return " ".join(parts)
+
+
+def _and(condition: str | None) -> str:
+    return f" AND ({condition})" if condition else ""
+
+
+def check_schema(name: str, existing: StructType, declared: StructType, allow_added: bool = False) -> None:
+    """Declared columns the table lacks are added by `ensure_table`; changed types and (unless allowed) columns
+    the spec does not declare are errors."""
+    have = {f.name: f.dataType.simpleString() for f in existing.fields}
+    want = {f.name: f.dataType.simpleString() for f in declared.fields}
+    extra = [] if allow_added else sorted(set(have) - set(want))
+    changed = sorted(k for k in set(have) & set(want) if have[k] != want[k])
+    if extra or changed:
+        raise ConfigError(
+            f"table {name!r} exists with a different schema than its spec declares "
+            f"(unexpected columns {extra}, changed types {changed}); "
+            "migrate the table or run a full refresh"
+        )

@@ -1,0 +1,261 @@
+"""Iceberg tables in the platform catalog: the default table format."""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from infra.errors import ConfigError, PipelineError
+from infra.identifiers import validate_table_name
+from infra.settings import Settings
+from infra.spark import get_spark
+from infra.sql.catalog import CatalogReader, Snapshot, TableMetadata
+from pipelines.io import iceberg_history
+from pipelines.io.checkpoints import ConsumerPosition, caught_up_offsets, restart_position
+from pipelines.io.format_types import Merge, Staged, TableStats, check_schema
+from pipelines.io.iceberg_history import BATCH_PROPERTY, WAP_PREFIX, WRITER_PROPERTY
+from pipelines.spec.tables import OutputTable
+
+# How a landing batch is written: its rows share one `_ingested_at` day (one timestamp per micro-batch), so each
+# task writes its own files, without the shuffle of Iceberg's default hash distribution; fanout keeps any input right.
+LANDING_WRITE_OPTIONS = {"distribution-mode": "none", "fanout-enabled": "true"}
+
+# Keep metadata from growing without bound: old metadata.json files are deleted after each commit.
+DEFAULT_TABLE_PROPERTIES = {
+    "format-version": "2",
+    "write.metadata.delete-after-commit.enabled": "true",
+    "write.metadata.previous-versions-max": "50",
+    "write.parquet.compression-codec": "zstd",
+}
+
+
+class IcebergFormat:
+    """Iceberg tables in the platform catalog."""
+
+    def __init__(self, settings: Settings):
+        self.catalog = settings.catalog_name
+        self.settings = settings
+
+    def qualified(self, name: str) -> str:
+        """`catalog.namespace.table` after validating the identifier."""
+        ns, table = validate_table_name(name)
+        return f"{self.catalog}.{ns}.{table}"
+
+    def ensure_table(self, spark: SparkSession, table: OutputTable, allow_added: bool = False) -> None:
+        """Create the namespace and table if missing; add declared columns it lacks; fail naming the table if
+        a column's type differs or (unless `allow_added`) it holds columns the spec does not declare."""
+        qualified = self.qualified(table.name)
+        ns = qualified.rsplit(".", 1)[0]
+        spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {ns}")
+        if spark.catalog.tableExists(qualified):
+            existing = spark.table(qualified).schema
+            check_schema(table.name, existing, table.schema, allow_added)
+            missing = [f for f in table.schema.fields if f.name not in existing.names]
+            if missing:
+                columns = ", ".join(f"{f.name} {f.dataType.simpleString()}" for f in missing)
+                spark.sql(f"ALTER TABLE {qualified} ADD COLUMNS ({columns})")
+            return
+        props = ", ".join(f"'{k}'='{v}'" for k, v in DEFAULT_TABLE_PROPERTIES.items())
+        partition = f" PARTITIONED BY ({', '.join(table.partition_by)})" if table.partition_by else ""
+        ddl = ", ".join(f"{f.name} {f.dataType.simpleString()}" for f in table.schema.fields)
+        spark.sql(f"CREATE TABLE IF NOT EXISTS {qualified} ({ddl}) USING iceberg{partition} TBLPROPERTIES ({props})")
+
+    def columns(self, spark: SparkSession, name: str) -> list[str]:
+        """The table's column names now (from its metadata)."""
+        return spark.table(self.qualified(name)).columns
+
+    def add_string_columns(self, spark: SparkSession, name: str, columns: list[str]) -> None:
+        """Add nullable string columns (Iceberg schema evolution: a metadata-only change)."""
+        ddl = ", ".join(f"`{c}` string" for c in columns)
+        spark.sql(f"ALTER TABLE {self.qualified(name)} ADD COLUMNS ({ddl})")
+
+    def committed_batches(self, spark: SparkSession, name: str, writer: str, since: int = 0) -> set[int]:
+        """Read main's snapshot summaries: each append records which writer and batch made it (a staged append
+        never published is on no branch)."""
+        return iceberg_history.committed_batches(spark, self.qualified(name), writer, since)
+
+    def append(self, df: DataFrame, name: str, writer: str, batch_id: int) -> int:
+        """One Iceberg commit whose snapshot summary names the writer and batch (the idempotence key).
+
+        Returns the rows the commit added, read back from the snapshot summary rather than counted.
+        """
+        qualified = self.qualified(name)
+        (
+            df.writeTo(qualified)
+            .option(f"snapshot-property.{WRITER_PROPERTY}", writer)
+            .option(f"snapshot-property.{BATCH_PROPERTY}", str(batch_id))
+            .append()
+        )
+        return iceberg_history.added_rows(df.sparkSession, qualified, writer, batch_id)
+
+    def stage_append(self, df: DataFrame, name: str, writer: str, batch_id: int) -> Staged:
+        """Iceberg write-audit-publish: the append is committed as a snapshot off the main branch (`spark.wap.id`),
+        with `LANDING_WRITE_OPTIONS` (the one caller stages landing batches)."""
+        qualified = self.qualified(name)
+        spark = df.sparkSession  # a streaming query's own session: the WAP id touches no other query's writes
+        enabled = spark.sql(f"SHOW TBLPROPERTIES {qualified} ('write.wap.enabled')").collect()
+        if not enabled or enabled[0].value != "true":
+            spark.sql(f"ALTER TABLE {qualified} SET TBLPROPERTIES ('write.wap.enabled'='true')")
+        wap_id = f"{WAP_PREFIX}/{writer}/{batch_id}/{uuid.uuid4().hex[:12]}"
+        spark.conf.set("spark.wap.id", wap_id)
+        try:
+            (
+                df.writeTo(qualified)
+                .option(f"snapshot-property.{WRITER_PROPERTY}", writer)
+                .option(f"snapshot-property.{BATCH_PROPERTY}", str(batch_id))
+                .options(**LANDING_WRITE_OPTIONS)
+                .append()
+            )
+        finally:
+            spark.conf.unset("spark.wap.id")
+        rows = spark.sql(
+            f"SELECT snapshot_id, parent_id, summary['added-records'] AS n FROM {qualified}.snapshots "
+            "WHERE summary['wap.id'] = :id",
+            args={"id": wap_id},
+        ).collect()
+        current = self.current_snapshot(spark, name)
+        if len(rows) != 1 or (current is not None and current.snapshot_id == rows[0].snapshot_id):
+            raise PipelineError(f"table {name}: batch {batch_id} was not staged off the main branch (wap.id {wap_id})")
+        row = rows[0]
+        return Staged(row.snapshot_id, row.parent_id, int(row.n or 0))
+
+    def read_staged(self, spark: SparkSession, name: str, staged: Staged) -> DataFrame:
+        """The staged snapshot's appended rows: an incremental read from its parent (the whole snapshot if none)."""
+        reader = spark.read.format("iceberg")
+        if staged.parent_id is None:
+            reader = reader.option("snapshot-id", str(staged.snapshot_id))
+        else:
+            reader = reader.option("start-snapshot-id", str(staged.parent_id))
+            reader = reader.option("end-snapshot-id", str(staged.snapshot_id))
+        return reader.load(self.qualified(name))
+
+    def publish(self, spark: SparkSession, name: str, staged: Staged) -> None:
+        """Cherry-pick the staged snapshot onto main: a fast-forward when main has not moved since it was staged.
+
+        Through Iceberg's Java API, resolving the table as a write does: in a streaming query's session the `CALL`
+        statement does not find a catalog registered after the session started.
+        """
+        table = iceberg_history.load_table(spark, self.qualified(name))
+        table.manageSnapshots().cherrypick(staged.snapshot_id).commit()
+
+    def read(self, spark: SparkSession, name: str, snapshot_id: int | None = None) -> DataFrame:
+        """The table now, or as of snapshot `snapshot_id` (time travel)."""
+        qualified = self.qualified(name)
+        if snapshot_id is None:
+            return spark.table(qualified)
+        return spark.sql(f"SELECT * FROM {qualified} VERSION AS OF {int(snapshot_id)}")
+
+    def read_stream(self, spark: SparkSession, name: str) -> DataFrame:
+        """Iceberg's streaming source over the table's appends.
+
+        Overwrite and delete snapshots are skipped: only a reprocess or a backfill (`pipelines.ops.reprocess`) makes
+        them, replacing rows the stream has already carried downstream, so re-reading them would add them twice.
+        """
+        return (
+            spark.readStream.format("iceberg")
+            .option("streaming-skip-overwrite-snapshots", "true")
+            .option("streaming-skip-delete-snapshots", "true")
+            .load(self.qualified(name))
+        )
+
+    def consumer_caught_up(self, spark: SparkSession | None, name: str, checkpoint: Path) -> bool:
+        """The newest data snapshot (compactions add no rows and are not streamed) is the one the stream's last
+        batch read to its end, and that batch owes nothing (`caught_up_offsets`)."""
+        snapshot = self.last_data_snapshot(spark, name)
+        if snapshot is None:
+            return True
+        offsets = caught_up_offsets(checkpoint)
+        return offsets is not None and any(
+            snapshot_id == snapshot.snapshot_id and position >= (snapshot.count("added-data-files") or 0)
+            for snapshot_id, position in offsets
+        )
+
+    def consumer_position(self, name: str, consumer: str, checkpoint: Path) -> ConsumerPosition:
+        """Read from the consumer's checkpoint: its Iceberg source offsets carry the snapshot id."""
+        return restart_position(consumer, checkpoint)
+
+    def merge(self, df: DataFrame, name: str, merge: Merge) -> None:
+        """`MERGE INTO` through a temp view in the session that owns `df`."""
+        view = f"_tributary_merge_{uuid.uuid4().hex}"
+        df.createOrReplaceTempView(view)
+        try:
+            df.sparkSession.sql(merge.spark_sql(self.qualified(name), view))
+        finally:
+            df.sparkSession.catalog.dropTempView(view)
+
+    def overwrite(self, df: DataFrame, name: str) -> None:
+        """One Iceberg overwrite commit replacing every row."""
+        df.writeTo(self.qualified(name)).overwrite(F.lit(True))
+
+    def _local_metadata(self, name: str) -> TableMetadata | None:
+        """The table's metadata read from the SQLite catalog and its local metadata file, without a JVM; None when
+        that is not possible here (another catalog database, metadata on object storage)."""
+        if not self.settings.uses_sqlite:
+            return None
+        try:
+            return CatalogReader(self.settings).metadata(name)
+        except ConfigError:  # metadata on object storage
+            return None
+
+    def _session(self, spark: SparkSession | None) -> SparkSession:
+        return spark if spark is not None else get_spark(self.settings)
+
+    def exists(self, spark: SparkSession | None, name: str) -> bool:
+        """Whether the table exists; with a SQLite catalog, read from the catalog database (no JVM needed)."""
+        if self.settings.uses_sqlite and self.settings.catalog_db.is_file():
+            try:
+                return name in CatalogReader(self.settings).locations()
+            except ConfigError:
+                pass
+        return self._session(spark).catalog.tableExists(self.qualified(name))
+
+    def current_snapshot(self, spark: SparkSession | None, name: str) -> Snapshot | None:
+        """The current snapshot of the main branch, from the table's metadata file (no JVM needed).
+
+        A catalog other than SQLite, or a warehouse not on the local file system, is asked through Spark instead.
+        """
+        metadata = self._local_metadata(name)
+        if metadata is not None:
+            return metadata.current
+        qualified = self.qualified(name)
+        rows = (
+            self._session(spark)
+            .sql(
+                f"SELECT s.snapshot_id, s.parent_id, s.committed_at, s.summary FROM {qualified}.snapshots s "
+                f"JOIN {qualified}.refs r ON s.snapshot_id = r.snapshot_id WHERE r.name = 'main'"
+            )
+            .collect()
+        )
+        if not rows:
+            return None
+        row = rows[0]
+        return Snapshot(row.snapshot_id, row.parent_id, int(row.committed_at.timestamp() * 1000), None, row.summary)
+
+    def last_data_snapshot(self, spark: SparkSession | None, name: str) -> Snapshot | None:
+        """The newest snapshot on the main branch that is not a `replace` (a compaction: same rows, new files).
+
+        Streams skip `replace` snapshots, so a consumer that read up to the snapshot before a compaction has read
+        everything. Without local metadata (object storage, another catalog) this is the current snapshot.
+        """
+        metadata = self._local_metadata(name)
+        if metadata is None:
+            return self.current_snapshot(spark, name)
+        snapshot = metadata.current
+        while snapshot is not None and snapshot.operation == "replace" and snapshot.parent_id is not None:
+            snapshot = metadata.snapshots.get(int(snapshot.parent_id))
+        return snapshot
+
+    def stats(self, spark: SparkSession | None, name: str) -> TableStats:
+        """Numbers from the current snapshot's summary, which every Iceberg commit keeps up to date (no scan)."""
+        snapshot = self.current_snapshot(spark, name)
+        if snapshot is None:
+            return TableStats(snapshot_id=None, rows=0, data_files=0, bytes=0)
+        return TableStats(
+            snapshot_id=snapshot.snapshot_id,
+            rows=snapshot.count("total-records") or 0,
+            data_files=snapshot.count("total-data-files") or 0,
+            bytes=snapshot.count("total-files-size") or 0,
+        )

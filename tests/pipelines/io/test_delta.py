@@ -1,0 +1,149 @@
+"""Delta tables: idempotent appends, the stream feed, maintenance that never costs a downstream row, and tables that
+an independent reader (delta-rs in a fresh process, DuckDB over its Arrow) reads exactly as Tributary does."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from dataclasses import replace
+from datetime import UTC, datetime
+
+from pyspark.sql import functions as F
+from pyspark.sql.types import LongType, StringType, StructField, StructType
+
+from infra.paths import canonical_all
+from pipelines.datasets import default_registry
+from pipelines.datasets.ecommerce.sample_data import generate
+from pipelines.io import delta_log
+from pipelines.io.delta import DeltaFormat
+from pipelines.ops.maintenance.procedures import EXPIRE_SNAPSHOTS
+from pipelines.ops.maintenance.runner import compact_data_files, run_maintenance
+from pipelines.run.pipeline import run_pipeline
+from pipelines.run.runner import run_table
+from pipelines.spec.tables import MaintenancePolicy, OutputTable
+from tests.support.helpers import rows_of, table
+from tests.support.reference import classify, load_landing
+from tests.support.repo import REPO
+
+SCHEMA = StructType([StructField("id", LongType()), StructField("name", StringType())])
+
+
+def _delta(settings):
+    return replace(settings, table_format="delta")
+
+
+def test_replayed_batches_are_skipped_and_the_feed_streams_each_appended_file_once(spark, fresh_settings):
+    s = _delta(fresh_settings)
+    fmt = DeltaFormat(s)
+    fmt.ensure_table(spark, OutputTable("bronze.items", SCHEMA))
+    for batch in range(23):  # past two compactions of the feed (every tenth batch repeats all earlier entries)
+        rows = spark.range(batch * 10, batch * 10 + 10).select("id", F.col("id").cast("string").alias("name"))
+        assert fmt.append(rows, "bronze.items", "writer-a", batch) == 10
+    assert fmt.committed_batches(spark, "bronze.items", "writer-a", 20) == {20, 21, 22}
+    assert fmt.committed_batches(spark, "bronze.items", "writer-b", 0) == set()
+    feed = fmt.location("bronze.items") / delta_log.FEED_DIR
+    assert {"9.compact", "19.compact"} <= {p.name for p in feed.iterdir()}
+    files = fmt.delta_table("bronze.items").file_uris()
+    assert sorted(canonical_all(delta_log.feed_files(fmt.location("bronze.items")))) == sorted(canonical_all(files))
+
+    read: list[int] = []
+
+    def stream() -> int:
+        query = (
+            fmt.read_stream(spark, "bronze.items")
+            .writeStream.foreachBatch(lambda df, _: read.extend(r.id for r in df.collect()))
+            .option("checkpointLocation", str(s.home / "feed-checkpoint"))
+            .trigger(availableNow=True)
+            .start()
+        )
+        query.awaitTermination()
+        return sum(p["numInputRows"] for p in query.recentProgress)
+
+    assert stream() == 230
+    assert sorted(read) == list(range(230))
+    # OPTIMIZE rewrites every file (dataChange=false): the stream reads nothing from it.
+    policy = MaintenancePolicy(min_input_files=2)
+    assert compact_data_files(None, s, "bronze.items", policy)["rewritten_data_files_count"] >= 23
+    assert stream() == 0
+    assert fmt.read(spark, "bronze.items").count() == 230
+    fmt.append(spark.range(1000, 1005).select("id", F.lit("x").alias("name")), "bronze.items", "writer-a", 23)
+    assert stream() == 5
+
+
+def test_optimize_and_vacuum_between_silver_runs_cost_silver_nothing(spark, fresh_settings):
+    s = _delta(fresh_settings)
+    registry = default_registry()
+    generate(s.landing, rows=1500, files=2, seed=61)
+    run_pipeline(spark, s, registry, ["bronze.events", "silver.events"])
+    # Two more bronze commits silver has not read, then compaction and a vacuum that would delete every file no
+    # longer current: the files silver still has to read are kept for it.
+    for seed in (62, 63):
+        generate(s.landing, rows=400, files=1, seed=seed)
+        run_table(spark, s, registry.get("bronze.events"))
+    compacted = compact_data_files(None, s, "bronze.events", MaintenancePolicy(min_input_files=2))
+    assert compacted["rewritten_data_files_count"] > compacted["added_data_files_count"] > 0
+    now = datetime.now(UTC)
+    vacuumed = run_maintenance(spark, s, registry, "bronze.events", [EXPIRE_SNAPSHOTS], now=now, expire_older_than=now)
+    assert any("silver.events" in note for note in vacuumed.notes)
+    run_table(spark, s, registry.get("silver.events"))
+
+    ref = classify(load_landing(s.landing))
+    assert table(spark, s, "silver.events").count() == len(ref.valid_events)
+    assert table(spark, s, "silver.events_quarantine").count() == ref.corrupt + ref.invalid
+    assert run_table(spark, s, registry.get("silver.events")).skipped
+    # Once silver has read them, the compacted-away files go, and bronze reads the same rows.
+    before = rows_of(table(spark, s, "bronze.events"))
+    freed = run_maintenance(spark, s, registry, "bronze.events", [EXPIRE_SNAPSHOTS], now=now, expire_older_than=now)
+    assert freed.steps[EXPIRE_SNAPSHOTS]["deleted_data_files_count"] > 0
+    assert rows_of(table(spark, s, "bronze.events")) == before
+    assert run_table(spark, s, registry.get("silver.events")).skipped
+
+
+_READER = """
+import json, sys
+import duckdb, pyarrow as pa
+from deltalake import DeltaTable
+out = {}
+for name, path in json.loads(sys.argv[1]).items():
+    arrow = pa.table(DeltaTable(path).to_pyarrow_table())
+    con = duckdb.connect()
+    con.register("t", arrow)
+    out[name] = {
+        "rows": arrow.num_rows,
+        "duckdb_rows": con.execute("SELECT count(*) FROM t").fetchone()[0],
+        "sum": str(con.execute(f"SELECT sum({sys.argv[2]}) FROM t").fetchone()[0]) if "revenue" in name else None,
+        "keys": sorted(map(str, arrow.column(arrow.column_names[0]).to_pylist())),
+    }
+print(json.dumps(out))
+"""
+
+
+def test_a_second_reader_sees_exactly_what_tributary_wrote(spark, fresh_settings):
+    s = _delta(fresh_settings)
+    registry = default_registry()
+    generate(s.landing, rows=2000, files=2, seed=71)
+    run_pipeline(spark, s, registry, ["bronze.events", "silver.events", "gold.daily_revenue"])
+    generate(s.landing, rows=600, files=1, seed=72)  # gold MERGEs over the days it already holds
+    run_pipeline(spark, s, registry, ["bronze.events", "silver.events", "gold.daily_revenue"])
+    compact_data_files(None, s, "bronze.events", MaintenancePolicy(min_input_files=2))
+    names = ["bronze.events", "silver.events", "silver.events_quarantine", "gold.daily_revenue"]
+    fmt = DeltaFormat(s)
+    paths = {n: str(fmt.location(n)) for n in names}
+    proc = subprocess.run(
+        [sys.executable, "-c", _READER, json.dumps(paths), "revenue"], cwd=REPO, capture_output=True, text=True
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    seen = json.loads(proc.stdout)
+    for name in names:
+        df = table(spark, s, name)
+        assert seen[name]["rows"] == seen[name]["duckdb_rows"] == df.count(), name
+        assert seen[name]["keys"] == sorted(str(r[0]) for r in df.select(df.columns[0]).collect()), name
+    revenue = table(spark, s, "gold.daily_revenue").agg(F.sum("revenue")).collect()[0][0]
+    assert seen["gold.daily_revenue"]["sum"] == str(revenue)
+    ref = classify(load_landing(s.landing))
+    gold = {
+        (r.event_date, r.category, r.currency): (r.orders, r.units, r.revenue)
+        for r in table(spark, s, "gold.daily_revenue").collect()
+    }
+    assert gold == ref.daily_revenue()
