@@ -12,13 +12,14 @@ import re
 import sqlite3
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 
 from infra.errors import ConfigError, TributaryError
 from infra.identifiers import validate_table_name
 from infra.paths import GZIP_MAGIC, local_path
 from infra.settings import Settings
+from infra.sql.delta_tables import delta_metadata, delta_tables
+from infra.sql.table_metadata import TableMetadata
 
 
 class QueryRefused(TributaryError):
@@ -35,118 +36,6 @@ class QueryResult:
 
     columns: tuple[str, ...]
     rows: list[tuple]
-
-
-@dataclass(frozen=True)
-class Snapshot:
-    """One Iceberg snapshot as its table metadata records it."""
-
-    snapshot_id: int
-    parent_id: int | None
-    timestamp_ms: int
-    schema_id: int | None
-    summary: dict[str, str]
-
-    @property
-    def committed_at(self) -> datetime:
-        """Commit time, UTC."""
-        return datetime.fromtimestamp(self.timestamp_ms / 1000, tz=UTC)
-
-    @property
-    def operation(self) -> str:
-        """append, overwrite, delete or replace."""
-        return self.summary.get("operation", "")
-
-    def count(self, key: str) -> int | None:
-        """A numeric summary entry such as `total-records`, or None if absent."""
-        value = self.summary.get(key)
-        return int(value) if value is not None and value.lstrip("-").isdigit() else None
-
-
-@dataclass(frozen=True)
-class TableMetadata:
-    """The parts of an Iceberg `metadata.json` the SQL command needs."""
-
-    name: str
-    location: str
-    uuid: str
-    current_snapshot_id: int | None
-    current_schema_id: int
-    schemas: dict[int, list[dict]]
-    snapshots: dict[int, Snapshot]
-    log: tuple[tuple[int, int], ...]  # (timestamp_ms, snapshot_id): the main branch's history, oldest first
-
-    @classmethod
-    def parse(cls, name: str, location: str, doc: dict) -> TableMetadata:
-        """Build from the parsed JSON of a table's metadata file."""
-        snapshots = {
-            int(s["snapshot-id"]): Snapshot(
-                snapshot_id=int(s["snapshot-id"]),
-                parent_id=s.get("parent-snapshot-id"),
-                timestamp_ms=int(s["timestamp-ms"]),
-                schema_id=s.get("schema-id"),
-                summary=dict(s.get("summary", {})),
-            )
-            for s in doc.get("snapshots", [])
-        }
-        current = doc.get("current-snapshot-id")
-        if current is not None and int(current) < 0:  # format v1 writes -1 for "no snapshot"
-            current = None
-        return cls(
-            name=name,
-            location=location,
-            uuid=str(doc.get("table-uuid", "")),
-            current_snapshot_id=int(current) if current is not None else None,
-            current_schema_id=int(doc.get("current-schema-id", 0)),
-            schemas={int(s.get("schema-id", 0)): list(s["fields"]) for s in doc.get("schemas", [])},
-            snapshots=snapshots,
-            log=tuple((int(e["timestamp-ms"]), int(e["snapshot-id"])) for e in doc.get("snapshot-log", [])),
-        )
-
-    @property
-    def current(self) -> Snapshot | None:
-        """The current snapshot, or None for a table without data yet."""
-        return self.snapshots.get(self.current_snapshot_id) if self.current_snapshot_id is not None else None
-
-    def snapshot_as_of(self, as_of: str) -> Snapshot:
-        """The snapshot for `--as-of`: a snapshot id, or the one current at an ISO timestamp (as Spark does)."""
-        text = as_of.strip()
-        if re.fullmatch(r"-?\d+", text):
-            snap = self.snapshots.get(int(text))
-            if snap is None:
-                known = ", ".join(str(s) for s in sorted(self.snapshots, key=lambda i: self.snapshots[i].timestamp_ms))
-                raise TributaryError(
-                    f"table {self.name} has no snapshot {text} (its snapshots: {known or 'none'}); "
-                    f"see 'tributary history {self.name}'"
-                )
-            return snap
-        at_ms = parse_timestamp_ms(text)
-        chosen = None
-        for ts, snapshot_id in self.log:
-            if ts <= at_ms and snapshot_id in self.snapshots:
-                chosen = snapshot_id
-        if chosen is None:
-            first = min((s.committed_at for s in self.snapshots.values()), default=None)
-            since = f"its first snapshot was committed at {first.isoformat()}" if first else "it has no snapshots"
-            raise TributaryError(f"table {self.name} has no snapshot at or before {text} ({since})")
-        return self.snapshots[chosen]
-
-    def fields(self, schema_id: int | None = None) -> list[dict]:
-        """Top-level fields of a schema (default: the current one)."""
-        return self.schemas.get(self.current_schema_id if schema_id is None else schema_id, [])
-
-
-def parse_timestamp_ms(text: str) -> int:
-    """Milliseconds since the epoch for an ISO-8601 timestamp or date; naive values are UTC."""
-    try:
-        moment = datetime.fromisoformat(text)
-    except ValueError as exc:
-        raise ConfigError(
-            f"--as-of {text!r} is neither a snapshot id nor an ISO timestamp (e.g. 2026-11-21T15:04:00Z)"
-        ) from exc
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    return int(moment.timestamp() * 1000)
 
 
 def validate_as_of(as_of: str | None) -> str | None:
@@ -222,18 +111,33 @@ class CatalogReader:
         finally:
             con.close()
 
+    def table_locations(self) -> dict[str, str]:
+        """Every table the SQL commands read: the Iceberg catalog's (metadata files) and the Delta tables under the
+        warehouse (folders, see `infra.sql.delta_tables`). A home with Delta tables needs no catalog database."""
+        delta = {name: str(folder) for name, folder in delta_tables(self.settings).items()}
+        try:
+            iceberg = self.locations()
+        except ConfigError:
+            if not delta:
+                raise
+            iceberg = {}
+        return dict(sorted({**iceberg, **delta}.items()))
+
     def tables(self) -> list[str]:
         """Sorted `namespace.table` names."""
-        return list(self.locations())
+        return list(self.table_locations())
 
     def metadata(self, name: str, locations: dict[str, str] | None = None) -> TableMetadata:
-        """Parsed metadata of the table's current metadata file; UnknownTable lists the tables that exist."""
+        """Parsed metadata of the table's current metadata file (a Delta table's log); UnknownTable lists the
+        tables that exist."""
         ns, table = validate_table_name(name)
-        locations = self.locations() if locations is None else locations
+        locations = self.table_locations() if locations is None else locations
         key = f"{ns}.{table}"
         if key not in locations:
             raise unknown_table(key, list(locations))
         location = locations[key]
+        if (Path(location) / "_delta_log").is_dir():  # a Delta table's folder, not an Iceberg metadata file
+            return delta_metadata(key, Path(location))
         raw = _local_path(location).read_bytes()
         if raw[:2] == GZIP_MAGIC:  # write.metadata.compression-codec=gzip
             raw = gzip.decompress(raw)
@@ -274,7 +178,7 @@ def _iceberg_type(node: object) -> str:
 
 def show_tables(catalog: CatalogReader, namespace: str | None = None) -> QueryResult:
     """Every table with its current row count, snapshot and last commit time."""
-    locations = catalog.locations()
+    locations = catalog.table_locations()
     rows = []
     for name in locations:
         if namespace and name.split(".")[0] != namespace.lower():

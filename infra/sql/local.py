@@ -32,8 +32,6 @@ from infra.sql.catalog import (
     CatalogReader,
     QueryRefused,
     QueryResult,
-    Snapshot,
-    TableMetadata,
     UnknownTable,
     _unquote_name,
     history,
@@ -41,6 +39,7 @@ from infra.sql.catalog import (
     unknown_table,
     validate_as_of,
 )
+from infra.sql.table_metadata import Snapshot, TableMetadata
 
 ENGINES = ("duckdb", "spark")
 READ_ONLY = (
@@ -165,11 +164,19 @@ class SnapshotCache:
         folder.mkdir(parents=True, exist_ok=True)
         # The expensive imports happen only here, on a cache miss.
         import pyarrow.parquet as pq
-        from pyiceberg.table import StaticTable
 
-        table = StaticTable.from_metadata(meta.location)
-        scan = table.scan(snapshot_id=snapshot.snapshot_id) if as_of and snapshot is not None else table.scan()
-        arrow = scan.to_arrow()
+        if meta.format == "delta":
+            import pyarrow as pa
+            from deltalake import DeltaTable
+
+            version = snapshot.snapshot_id if as_of and snapshot is not None else None
+            arrow = pa.table(DeltaTable(meta.location, version=version).to_pyarrow_table())
+        else:
+            from pyiceberg.table import StaticTable
+
+            table = StaticTable.from_metadata(meta.location)
+            scan = table.scan(snapshot_id=snapshot.snapshot_id) if as_of and snapshot is not None else table.scan()
+            arrow = scan.to_arrow()
         staged = folder / f".{target.name}.{os.getpid()}.tmp"
         pq.write_table(arrow, staged)
         staged.replace(target)
@@ -241,7 +248,7 @@ class LocalEngine:
         if answered is not None:
             return answered
         check_read_only(sql)
-        locations = self.catalog.locations()
+        locations = self.catalog.table_locations()
         con = self._connection()
         for ns in sorted({n.split(".")[0] for n in locations}):
             self._schema(ns)  # so that gold.missing is reported as a missing table, not a missing schema

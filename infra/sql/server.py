@@ -37,6 +37,7 @@ from urllib.parse import parse_qsl, urlencode
 
 from infra.errors import ConfigError, SetupError
 from infra.settings import Settings
+from infra.sql.delta_tables import SPARK_SQL_REFUSED
 
 DEFAULT_PORT = 10009
 HOST = "127.0.0.1"
@@ -257,6 +258,8 @@ def start(settings: Settings, port: int | None = None, read_only: bool = True, t
     from infra.catalog import pyiceberg_catalog
     from infra.java import require_java
 
+    if settings.table_format == "delta":
+        raise ConfigError(SPARK_SQL_REFUSED)
     port = sql_port(port)
     running = status(settings)
     if running is not None:

@@ -18,6 +18,7 @@ from typing import Any
 from infra.errors import ConfigError, SetupError, TributaryError, first_line
 from infra.settings import Settings
 from infra.sql.catalog import CatalogReader, QueryRefused, QueryResult, meta_command, unknown_table
+from infra.sql.delta_tables import SPARK_SQL_REFUSED
 
 POLICY_CLASS = "tributary.sql.ReadOnlyPolicy"
 _lock = threading.Lock()
@@ -89,6 +90,8 @@ def spark_query(settings: Settings, sql: str) -> QueryResult:
     answered = meta_command(catalog, sql)
     if answered is not None:
         return answered
+    if settings.table_format == "delta":
+        raise ConfigError(SPARK_SQL_REFUSED)
     from pyspark.errors import AnalysisException
 
     from infra.spark import get_spark

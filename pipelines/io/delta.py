@@ -21,6 +21,7 @@ import json
 import os
 import shutil
 import uuid
+from datetime import date, datetime
 from pathlib import Path
 
 import pyarrow as pa
@@ -28,14 +29,15 @@ import pyarrow.parquet as pq
 from deltalake import CommitProperties, DeltaTable, Field, Transaction
 from deltalake.transaction import AddAction
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
 from pyspark.sql.types import StructType
 
 from infra.errors import ConfigError, PipelineError
-from infra.identifiers import validate_table_name
 from infra.paths import canonical_all
 from infra.settings import Settings
-from infra.sql.catalog import Snapshot
+from infra.sql.delta_tables import Commit, data_path, delta_location, read_commit
+from infra.sql.table_metadata import Snapshot
 from pipelines.io import delta_log
 from pipelines.io.checkpoints import (
     ConsumerPosition,
@@ -58,12 +60,10 @@ class DeltaFormat:
 
     def __init__(self, settings: Settings):
         self.settings = settings
-        self.root = settings.warehouse / "delta"
 
     def location(self, name: str) -> Path:
-        """The table's folder."""
-        ns, table = validate_table_name(name)
-        return self.root / ns / table
+        """The table's folder (`infra.sql.delta_tables`)."""
+        return delta_location(self.settings, name)
 
     def qualified(self, name: str) -> str:
         """Delta tables have no Spark SQL name here (that needs delta-spark): fail naming the table."""
@@ -178,6 +178,24 @@ class DeltaFormat:
             if files:
                 shutil.rmtree(files[0].parent, ignore_errors=True)
 
+    def changed_days(self, spark: SparkSession, name: str, column: str, since: datetime) -> list[date]:
+        """The distinct days in the files that versions committed at or after `since` added (Delta tables are not
+        partitioned, so this reads those files' `column`)."""
+        path = self.location(name)
+        since_ms = since.timestamp() * 1000
+        files = []
+        version = self.delta_table(name).version()
+        while version >= 0:
+            commit = read_commit(path, version)
+            if commit.timestamp_ms < since_ms:
+                break
+            files += [data_path(path, a).as_uri() for a in commit.added]
+            version -= 1
+        if not files:
+            return []
+        rows = spark.read.parquet(*files).select(F.to_date(column).alias("d")).distinct().collect()
+        return sorted(r.d for r in rows if r.d is not None)
+
     def merge(self, df: DataFrame, name: str, merge: Merge) -> None:
         """delta-rs MERGE with the rows of `df` collected to the driver as Arrow."""
         batches = df._collect_as_arrow()  # Spark 3.5 has no public toArrow
@@ -248,10 +266,9 @@ class DeltaFormat:
         """Whether the table's Delta log exists (no JVM needed)."""
         return DeltaTable.is_deltatable(str(self.location(name)))
 
-    def _snapshot(self, name: str, commit: delta_log.Commit) -> Snapshot:
+    def _snapshot(self, name: str, commit: Commit) -> Snapshot:
         summary = {"operation": commit.operation, "added-data-files": str(len(commit.appended))}
-        records = sum(json.loads(a.get("stats") or "{}").get("numRecords", 0) for a in commit.added)
-        summary["added-records"] = str(records)
+        summary["added-records"] = str(commit.added_records)
         for key in (WRITER_KEY, BATCH_KEY):
             if key in commit.info:
                 summary[key] = str(commit.info[key])
@@ -261,15 +278,15 @@ class DeltaFormat:
     def current_snapshot(self, spark: SparkSession | None, name: str) -> Snapshot | None:
         """The current version as a snapshot (id = version)."""
         path = self.location(name)
-        return self._snapshot(name, delta_log.read_commit(path, self.delta_table(name).version()))
+        return self._snapshot(name, read_commit(path, self.delta_table(name).version()))
 
     def last_data_snapshot(self, spark: SparkSession | None, name: str) -> Snapshot | None:
         """The newest version that is not a compaction."""
         path = self.location(name)
         version = self.delta_table(name).version()
-        commit = delta_log.read_commit(path, version)
+        commit = read_commit(path, version)
         while commit.operation == "replace" and commit.version > 0:
-            commit = delta_log.read_commit(path, commit.version - 1)
+            commit = read_commit(path, commit.version - 1)
         return self._snapshot(name, commit)
 
     def stats(self, spark: SparkSession | None, name: str) -> TableStats:

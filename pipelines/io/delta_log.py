@@ -18,70 +18,13 @@ repeats every earlier entry.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
 from pathlib import Path
-from urllib.parse import unquote
 
-from infra.errors import PipelineError
 from infra.files import write_atomically
+from infra.sql.delta_tables import data_path, read_commit
 
 FEED_DIR = "_spark_metadata"
 _COMPACT_INTERVAL = 10  # spark.sql.streaming.fileSink.log.compactInterval's default, which readers assume
-
-
-@dataclass(frozen=True)
-class Commit:
-    """What one Delta version did."""
-
-    version: int
-    timestamp_ms: int
-    operation: str  # append | overwrite | delete | replace (compaction) | create | other
-    added: tuple[dict, ...] = ()  # `add` actions with dataChange=true
-    info: dict = field(default_factory=dict)  # commitInfo
-
-    @property
-    def appended(self) -> tuple[dict, ...]:
-        """The files a stream reads from this version: its adds when it only appended, else none."""
-        return self.added if self.operation == "append" else ()
-
-
-def commit_file(table: Path, version: int) -> Path:
-    """The JSON commit file of `version`."""
-    return table / "_delta_log" / f"{version:020d}.json"
-
-
-def read_commit(table: Path, version: int) -> Commit:
-    """Parse one commit of the table at `table`; fail naming the file when it is gone (log clean-up)."""
-    path = commit_file(table, version)
-    try:
-        lines = path.read_text().splitlines()
-    except FileNotFoundError:
-        raise PipelineError(
-            f"Delta table {table}: commit file {path.name} is gone (log clean-up removed it before Tributary "
-            "recorded it for downstream streams); run a full refresh of the tables that read this one"
-        ) from None
-    actions = [json.loads(line) for line in lines if line.strip()]
-    info = next((a["commitInfo"] for a in actions if "commitInfo" in a), {})
-    adds = [a["add"] for a in actions if "add" in a]
-    removes = [a["remove"] for a in actions if "remove" in a]
-    changed_adds = tuple(a for a in adds if a.get("dataChange", True))
-    changed_removes = [r for r in removes if r.get("dataChange", True)]
-    if any("metaData" in a for a in actions) and not adds and not removes:
-        operation = "create" if version == 0 else "other"
-    elif changed_adds and not changed_removes:
-        operation = "append"
-    elif changed_removes:
-        operation = "overwrite" if changed_adds else "delete"
-    elif adds or removes:
-        operation = "replace"
-    else:
-        operation = "append" if any("txn" in a for a in actions) else "other"
-    return Commit(version, int(info.get("timestamp", 0)), operation, changed_adds, info)
-
-
-def data_path(table: Path, add: dict) -> Path:
-    """The local file of an `add` action (Delta paths are relative and URI-encoded)."""
-    return table / unquote(add["path"])
 
 
 def _feed_versions(table: Path) -> list[int]:

@@ -4,6 +4,7 @@ and the types the formats share. `pipelines.io.formats.table_format` picks the a
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import date, datetime
 from pathlib import Path
 from typing import Protocol
 
@@ -11,7 +12,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import StructType
 
 from infra.errors import ConfigError
-from infra.sql.catalog import Snapshot
+from infra.sql.table_metadata import Snapshot
 from pipelines.io.checkpoints import ConsumerPosition
 from pipelines.spec.tables import OutputTable
 
@@ -111,6 +112,10 @@ class TableFormat(Protocol):
 
     def consumer_position(self, name: str, consumer: str, checkpoint: Path) -> ConsumerPosition:
         """The snapshot of `name` up to which the stream of `consumer` at `checkpoint` has read every append."""
+        ...
+
+    def changed_days(self, spark: SparkSession, name: str, column: str, since: datetime) -> list[date]:
+        """The days (of the date column `column`) of rows written to the table at or after `since`."""
         ...
 
     def merge(self, df: DataFrame, name: str, merge: Merge) -> None:

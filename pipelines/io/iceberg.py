@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from datetime import UTC, date, datetime
 from pathlib import Path
 
 from pyspark.sql import DataFrame, SparkSession
@@ -12,7 +13,8 @@ from infra.errors import ConfigError, PipelineError
 from infra.identifiers import validate_table_name
 from infra.settings import Settings
 from infra.spark import get_spark
-from infra.sql.catalog import CatalogReader, Snapshot, TableMetadata
+from infra.sql.catalog import CatalogReader
+from infra.sql.table_metadata import Snapshot, TableMetadata
 from pipelines.io import iceberg_history
 from pipelines.io.checkpoints import ConsumerPosition, caught_up_offsets, restart_position
 from pipelines.io.format_types import Merge, Staged, TableStats, check_schema
@@ -176,6 +178,15 @@ class IcebergFormat:
     def consumer_position(self, name: str, consumer: str, checkpoint: Path) -> ConsumerPosition:
         """Read from the consumer's checkpoint: its Iceberg source offsets carry the snapshot id."""
         return restart_position(consumer, checkpoint)
+
+    def changed_days(self, spark: SparkSession, name: str, column: str, since: datetime) -> list[date]:
+        """From the `partitions` metadata table: the day partitions last updated at or after `since` (no scan)."""
+        rows = spark.sql(
+            f"SELECT DISTINCT partition.{column} AS d FROM {self.qualified(name)}.partitions "
+            "WHERE last_updated_at >= :since",
+            args={"since": since.astimezone(UTC).replace(tzinfo=None)},
+        ).collect()
+        return sorted(r.d for r in rows if r.d is not None)
 
     def merge(self, df: DataFrame, name: str, merge: Merge) -> None:
         """`MERGE INTO` through a temp view in the session that owns `df`."""

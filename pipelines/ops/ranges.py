@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 import uuid
 from dataclasses import dataclass, field
-from datetime import UTC, date, datetime, timedelta
+from datetime import date, datetime, timedelta
 from typing import Any
 
 from pyspark.errors import AnalysisException
@@ -131,11 +131,5 @@ def upstream_table(spark: SparkSession, fmt: TableFormat, spec: TableSpec) -> Da
 
 
 def changed_days(spark: SparkSession, settings: Settings, out: OutputTable, since: datetime) -> list[date]:
-    """Days of a date-partitioned table whose partition was last changed at or after `since` (read from metadata)."""
-    column = day_column(out)
-    rows = spark.sql(
-        f"SELECT DISTINCT partition.{column} AS d FROM {table_format(settings).qualified(out.name)}.partitions "
-        "WHERE last_updated_at >= :since",
-        args={"since": since.astimezone(UTC).replace(tzinfo=None)},
-    ).collect()
-    return sorted(r.d for r in rows if r.d is not None)
+    """Days of a date-partitioned table whose rows changed at or after `since`."""
+    return table_format(settings).changed_days(spark, out.name, day_column(out), since)
