@@ -259,7 +259,7 @@ def start(settings: Settings, port: int | None = None, read_only: bool = True, t
     from infra.java import require_java
 
     if settings.table_format == "delta":
-        raise ConfigError(SPARK_SQL_REFUSED)
+        raise ConfigError(f"TRIBUTARY_TABLE_FORMAT=delta: {SPARK_SQL_REFUSED}")
     port = sql_port(port)
     running = status(settings)
     if running is not None:

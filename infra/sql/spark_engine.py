@@ -18,7 +18,7 @@ from typing import Any
 from infra.errors import ConfigError, SetupError, TributaryError, first_line
 from infra.settings import Settings
 from infra.sql.catalog import CatalogReader, QueryRefused, QueryResult, meta_command, unknown_table
-from infra.sql.delta_tables import SPARK_SQL_REFUSED
+from infra.sql.delta_tables import SPARK_SQL_REFUSED, delta_tables
 
 POLICY_CLASS = "tributary.sql.ReadOnlyPolicy"
 _lock = threading.Lock()
@@ -91,7 +91,7 @@ def spark_query(settings: Settings, sql: str) -> QueryResult:
     if answered is not None:
         return answered
     if settings.table_format == "delta":
-        raise ConfigError(SPARK_SQL_REFUSED)
+        raise ConfigError(f"TRIBUTARY_TABLE_FORMAT=delta: {SPARK_SQL_REFUSED}")
     from pyspark.errors import AnalysisException
 
     from infra.spark import get_spark
@@ -110,6 +110,8 @@ def spark_query(settings: Settings, sql: str) -> QueryResult:
         if match:
             parts = [p for p in match.groups() if p]
             name = ".".join(parts[-2:]) if len(parts) >= 2 else parts[0]
+            if name in delta_tables(settings):
+                raise ConfigError(f"{name} is a Delta table: {SPARK_SQL_REFUSED}") from exc
             raise unknown_table(name, catalog.tables()) from exc
         raise TributaryError(f"query failed: {first_line(exc)}") from exc
     return QueryResult(tuple(df.columns), [tuple(_utc(v) for v in row) for row in rows])

@@ -139,6 +139,7 @@ def build_spec(d: Declaration, specs: dict[str, TableSpec]) -> TableSpec:
         secondary_sources=tuple(secondary),
         late_table=late[0].name if late else None,
         expectations=_checks(d, built.checks),
+        table_format=d.format,
     )
 
 

@@ -90,6 +90,7 @@ class Declaration:
     rules: tuple[Rule, ...] = ()
     description: str = ""
     maintenance: MaintenancePolicy = field(default_factory=MaintenancePolicy)
+    format: str | None = None  # "iceberg" or "delta"; None: the home's TRIBUTARY_TABLE_FORMAT
 
     @property
     def streams(self) -> tuple[str, ...]:

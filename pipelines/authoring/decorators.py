@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 from pyspark.sql.types import StructType
 
+from infra.settings import TABLE_FORMATS
 from pipelines.authoring.declarations import (
     Declaration,
     DeclarationError,
@@ -97,6 +98,9 @@ def _options(options: dict[str, Any], where: str) -> dict[str, Any]:
             options[name] = (value,)
         elif value is not None:
             options[name] = tuple(value)
+    table_format = options.get("format")
+    if table_format is not None and table_format not in TABLE_FORMATS:
+        raise DeclarationError(f"{where}: format={table_format!r} is not a table format; use one of {TABLE_FORMATS}")
     options["checks"] = tuple(options.get("checks") or ())
     if options.get("maintenance") is None:
         options["maintenance"] = MaintenancePolicy()
@@ -149,7 +153,8 @@ def _layer(layer: Layer) -> Callable[..., Any]:
     decorator.__doc__ = (
         f"Declare a {layer} table from the decorated function. Options: name, write (a kind; default append()), "
         "source (files(...)), keys, watermark, late (a `<table>_late` table for the rows Spark would drop as late), "
-        "partition_by, schema (a contract), checks (dataset expectations), description, maintenance."
+        "partition_by, schema (a contract), checks (dataset expectations), description, maintenance, format ('iceberg' "
+        "or 'delta'; default TRIBUTARY_TABLE_FORMAT)."
     )
     return decorator
 

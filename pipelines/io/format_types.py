@@ -51,6 +51,7 @@ class TableFormat(Protocol):
         """Create the namespace and table if missing; add declared columns it lacks; fail on other differences.
 
         `allow_added`: the table may hold columns its spec does not declare (added by schema evolution).
+        (`pipelines.io.formats.TableFormats.ensure_table` also takes the format a missing table is created in.)
         """
         ...
 

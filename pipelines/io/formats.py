@@ -1,25 +1,141 @@
-"""Table formats: the adapter for the configured format.
+"""Table formats: which adapter serves each table.
 
 Iceberg (`pipelines.io.iceberg`) is the default; Delta Lake (`pipelines.io.delta`) is written and read through
 delta-rs and Spark's own Parquet reader and writer, because delta-spark's jars are not available to every install.
-The operations every format provides are `pipelines.io.format_types.TableFormat`.
+A home's tables are in `TRIBUTARY_TABLE_FORMAT` unless a spec declares its own (`format="delta"`): a table is
+created in its declared format and, once it exists, every operation goes to the format it exists in, so a Delta
+gold table can read an Iceberg silver stream and the other way round. The operations are
+`pipelines.io.format_types.TableFormat`.
 """
 
 from __future__ import annotations
 
+from datetime import date, datetime
+from pathlib import Path
+
+from pyspark.sql import DataFrame, SparkSession
+
 from infra.errors import ConfigError
-from infra.settings import Settings
+from infra.settings import TABLE_FORMATS, Settings
+from infra.sql.table_metadata import Snapshot
+from pipelines.io.checkpoints import ConsumerPosition
 from pipelines.io.delta import DeltaFormat
 from pipelines.io.format_types import Merge, Staged, TableFormat, TableStats
 from pipelines.io.iceberg import IcebergFormat
+from pipelines.spec.tables import OutputTable
 
-__all__ = ["DeltaFormat", "IcebergFormat", "Merge", "Staged", "TableFormat", "TableStats", "table_format"]
+__all__ = [
+    "DeltaFormat",
+    "IcebergFormat",
+    "Merge",
+    "Staged",
+    "TableFormat",
+    "TableFormats",
+    "TableStats",
+    "table_format",
+]
 
 
-def table_format(settings: Settings) -> TableFormat:
-    """The adapter for `settings.table_format`."""
-    if settings.table_format == "iceberg":
-        return IcebergFormat(settings)
-    if settings.table_format == "delta":
-        return DeltaFormat(settings)
-    raise ConfigError(f"unknown table format {settings.table_format!r}")
+class TableFormats:
+    """The `TableFormat` of a home: each call goes to the adapter of the table it names."""
+
+    def __init__(self, settings: Settings):
+        if settings.table_format not in TABLE_FORMATS:
+            raise ConfigError(f"unknown table format {settings.table_format!r}; choose one of {TABLE_FORMATS}")
+        self.settings = settings
+        self.adapters: dict[str, TableFormat] = {"iceberg": IcebergFormat(settings), "delta": DeltaFormat(settings)}
+        self._known: dict[str, str] = {}
+
+    def format_of(self, name: str) -> str:
+        """`iceberg` or `delta`: the format `name` exists in (the home's default for a table not created yet).
+
+        A Delta table is a folder with a log (a stat); a table in both formats (the home switched formats) is read
+        in the home's default one.
+        """
+        known = self._known.get(name)
+        if known is not None:
+            return known
+        default = self.settings.table_format
+        other = "iceberg" if default == "delta" else "delta"
+        if self.adapters[default].exists(None, name) or not self.adapters[other].exists(None, name):
+            chosen = default
+        else:
+            chosen = other
+        if self.adapters[chosen].exists(None, name):
+            self._known[name] = chosen
+        return chosen
+
+    def adapter(self, name: str) -> TableFormat:
+        """The adapter serving `name`."""
+        return self.adapters[self.format_of(name)]
+
+    def qualified(self, name: str) -> str:
+        return self.adapter(name).qualified(name)
+
+    def ensure_table(
+        self, spark: SparkSession, table: OutputTable, allow_added: bool = False, table_format: str | None = None
+    ) -> None:
+        """Create a missing table in `table_format` (None: the home's default), else check it where it exists."""
+        exists = any(a.exists(spark, table.name) for a in self.adapters.values())
+        chosen = self.format_of(table.name) if exists else (table_format or self.settings.table_format)
+        self.adapters[chosen].ensure_table(spark, table, allow_added)
+        self._known[table.name] = chosen
+
+    def columns(self, spark: SparkSession, name: str) -> list[str]:
+        return self.adapter(name).columns(spark, name)
+
+    def add_string_columns(self, spark: SparkSession, name: str, columns: list[str]) -> None:
+        self.adapter(name).add_string_columns(spark, name, columns)
+
+    def committed_batches(self, spark: SparkSession, name: str, writer: str, since: int = 0) -> set[int]:
+        return self.adapter(name).committed_batches(spark, name, writer, since)
+
+    def append(self, df: DataFrame, name: str, writer: str, batch_id: int) -> int:
+        return self.adapter(name).append(df, name, writer, batch_id)
+
+    def stage_append(self, df: DataFrame, name: str, writer: str, batch_id: int) -> Staged:
+        return self.adapter(name).stage_append(df, name, writer, batch_id)
+
+    def read_staged(self, spark: SparkSession, name: str, staged: Staged) -> DataFrame:
+        return self.adapter(name).read_staged(spark, name, staged)
+
+    def publish(self, spark: SparkSession, name: str, staged: Staged) -> None:
+        self.adapter(name).publish(spark, name, staged)
+
+    def exists(self, spark: SparkSession | None, name: str) -> bool:
+        return self.adapter(name).exists(spark, name)
+
+    def current_snapshot(self, spark: SparkSession | None, name: str) -> Snapshot | None:
+        return self.adapter(name).current_snapshot(spark, name)
+
+    def last_data_snapshot(self, spark: SparkSession | None, name: str) -> Snapshot | None:
+        return self.adapter(name).last_data_snapshot(spark, name)
+
+    def stats(self, spark: SparkSession | None, name: str) -> TableStats:
+        return self.adapter(name).stats(spark, name)
+
+    def read(self, spark: SparkSession, name: str, snapshot_id: int | None = None) -> DataFrame:
+        return self.adapter(name).read(spark, name, snapshot_id)
+
+    def read_stream(self, spark: SparkSession, name: str) -> DataFrame:
+        return self.adapter(name).read_stream(spark, name)
+
+    def consumer_caught_up(self, spark: SparkSession | None, name: str, checkpoint: Path) -> bool:
+        return self.adapter(name).consumer_caught_up(spark, name, checkpoint)
+
+    def consumer_position(self, name: str, consumer: str, checkpoint: Path) -> ConsumerPosition:
+        return self.adapter(name).consumer_position(name, consumer, checkpoint)
+
+    def changed_days(self, spark: SparkSession, name: str, column: str, since: datetime) -> list[date]:
+        return self.adapter(name).changed_days(spark, name, column, since)
+
+    def merge(self, df: DataFrame, name: str, merge: Merge) -> None:
+        self.adapter(name).merge(df, name, merge)
+
+    def overwrite(self, df: DataFrame, name: str) -> None:
+        self.adapter(name).overwrite(df, name)
+
+
+def table_format(settings: Settings) -> TableFormats:
+    """The table formats of the home `settings` describes."""
+    return TableFormats(settings)

@@ -17,7 +17,7 @@ from infra.spark import Session, running_session, started_session
 from infra.stopwatch import Stopwatch
 from pipelines.io.archive import archive_committed
 from pipelines.io.checkpoints import mark_finished, pending_batch
-from pipelines.io.formats import TableFormat, table_format
+from pipelines.io.formats import TableFormats, table_format
 from pipelines.io.landing import landing_folder
 from pipelines.io.landing_parse import CsvHeaders
 from pipelines.io.sources import (
@@ -61,7 +61,7 @@ def trigger_for(spec: TableSpec) -> tuple[str, dict[str, Any]]:
 
 
 def source_frame(
-    spark: SparkSession, settings: Settings, fmt: TableFormat, spec: TableSpec, headers: CsvHeaders | None = None
+    spark: SparkSession, settings: Settings, fmt: TableFormats, spec: TableSpec, headers: CsvHeaders | None = None
 ) -> DataFrame:
     """The spec's streaming input after its transform (a file source's transform runs per batch, after checks)."""
     if isinstance(spec.source, FileSource):
@@ -75,11 +75,12 @@ def source_frame(
     return spec.transform(df)
 
 
-def prepare_tables(spark: SparkSession, fmt: TableFormat, spec: TableSpec) -> None:
-    """Create the spec's output tables if missing (a bronze table under `add_new_columns` may hold more columns)."""
+def prepare_tables(spark: SparkSession, fmt: TableFormats, spec: TableSpec) -> None:
+    """Create the spec's output tables if missing, in the spec's format (a bronze table under `add_new_columns`
+    may hold more columns)."""
     evolving = isinstance(spec.source, FileSource) and spec.source.schema_evolution == "add_new_columns"
     for out in spec.outputs():
-        fmt.ensure_table(spark, out, allow_added=evolving and out.name == spec.name)
+        fmt.ensure_table(spark, out, evolving and out.name == spec.name, spec.table_format)
 
 
 def write_micro_batch(ctx: BatchContext, df: DataFrame, spec: TableSpec, headers: CsvHeaders | None = None) -> None:
@@ -182,7 +183,7 @@ def _run_locked(session: Session, settings: Settings, spec: TableSpec, clock: St
 def _skipped(
     session: Session,
     settings: Settings,
-    fmt: TableFormat,
+    fmt: TableFormats,
     spec: TableSpec,
     report: RunReport,
     started: float,
@@ -215,7 +216,7 @@ def _after_all_read(
             report.metrics["files_archived"] = archive_committed(settings, source, checkpoint, landed)
 
 
-def _check_upstreams(spark: SparkSession | None, fmt: TableFormat, spec: TableSpec) -> None:
+def _check_upstreams(spark: SparkSession | None, fmt: TableFormats, spec: TableSpec) -> None:
     """Fail with one line when a table this spec reads has not been created yet."""
     sources = [spec.source, *spec.secondary_sources]
     for source in sources:
@@ -229,7 +230,7 @@ def _check_upstreams(spark: SparkSession | None, fmt: TableFormat, spec: TableSp
 def _run_query(
     spark: SparkSession,
     settings: Settings,
-    fmt: TableFormat,
+    fmt: TableFormats,
     spec: TableSpec,
     trigger_name: str,
     trigger: dict[str, Any],

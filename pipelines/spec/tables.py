@@ -193,6 +193,8 @@ class TableSpec:
     late_table: str | None = None
     # Dataset-level data-quality expectations (pipelines/spec/expectations.py), run as Dagster asset checks.
     expectations: tuple[Expectation, ...] = ()
+    # The format its tables are created in ("iceberg" or "delta"); None: the home's TRIBUTARY_TABLE_FORMAT.
+    table_format: str | None = None
 
     @property
     def name(self) -> str:

@@ -1,4 +1,4 @@
-"""`tributary demo` (what `make demo` runs) end to end, twice: the second run adds nothing."""
+"""`tributary demo` (what `make demo` runs) end to end, twice, on each table format: the second run adds nothing."""
 
 from __future__ import annotations
 
@@ -8,6 +8,8 @@ import sys
 from pathlib import Path
 
 import pytest
+
+from infra.settings import TABLE_FORMATS
 
 TRIBUTARY = str(Path(sys.executable).parent / "tributary")
 
@@ -22,8 +24,14 @@ def _table_rows(stdout: str) -> dict[str, list[str]]:
 
 
 @pytest.mark.slow
-def test_demo_twice_adds_nothing(tmp_path):
-    env = {**os.environ, "TRIBUTARY_HOME": str(tmp_path / "home"), "DAGSTER_HOME": str(tmp_path / "dagster")}
+@pytest.mark.parametrize("table_format", TABLE_FORMATS)
+def test_demo_twice_adds_nothing(tmp_path, table_format):
+    env = {
+        **os.environ,
+        "TRIBUTARY_HOME": str(tmp_path / "home"),
+        "DAGSTER_HOME": str(tmp_path / "dagster"),
+        "TRIBUTARY_TABLE_FORMAT": table_format,
+    }
     args = [TRIBUTARY, "demo", "--rows", "3000", "--files", "3"]
     first = subprocess.run(args, env=env, capture_output=True, text=True, timeout=600)
     assert first.returncode == 0, first.stderr[-3000:]
@@ -62,6 +70,8 @@ def test_demo_twice_adds_nothing(tmp_path):
     }
     assert rows["bronze.events"][0] == "3000"  # rows in
     assert rows["bronze.events"][-1] == "3000"  # table rows
+    tables_on_disk = {p.parent.name for p in (tmp_path / "home" / "warehouse" / "delta").glob("*/*/_delta_log")}
+    assert ("events" in tables_on_disk) == (table_format == "delta")
 
     second = subprocess.run(args, env=env, capture_output=True, text=True, timeout=600)
     assert second.returncode == 0, second.stderr[-3000:]

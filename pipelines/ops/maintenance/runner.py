@@ -64,7 +64,7 @@ def compact_data_files(
 ) -> dict[str, int]:
     """Compact `name`'s small files with `policy` in its table format (Iceberg: rewrite_data_files, with a Spark
     session; Delta: OPTIMIZE through delta-rs)."""
-    if settings.table_format == "delta":
+    if table_format(settings).format_of(name) == "delta":
         return delta.optimize(settings, name, policy)
     assert spark is not None, "Iceberg compaction runs in Spark"
     return rewrite_data_files(spark, settings, name, policy)
@@ -98,7 +98,7 @@ def run_maintenance(
     if not table_format(settings).exists(spark, name):
         report.skipped = f"table {name} does not exist yet: nothing to maintain"
         return report
-    if settings.table_format == "delta":
+    if table_format(settings).format_of(name) == "delta":
         _run_delta(settings, registry, report, policy, now, expire_older_than, orphan_older_than)
         report.seconds = round(time.perf_counter() - started, 3)
         return report

@@ -53,6 +53,15 @@ def test_parameter_that_names_no_table(tmp_path):
     _fails(tmp_path, "\n@tb.silver\ndef clean(rows):\n    return rows\n", "tables.py:6", "'rows'", "<layer>_<table>")
 
 
+def test_a_table_format_is_declared_per_table(tmp_path):
+    body = "\n@tb.silver(format='delta')\ndef clean(bronze_{p}_raw):\n    return bronze_{p}_raw\n"
+    package, registry = _load(tmp_path, body)
+    assert registry.get("silver.clean").table_format == "delta"
+    assert registry.get(f"bronze.{package}_raw").table_format is None  # the home's TRIBUTARY_TABLE_FORMAT
+    wrong = "\n@tb.silver(format='parquet')\ndef clean(bronze_{p}_raw):\n    return bronze_{p}_raw\n"
+    _fails(tmp_path, wrong, "function clean", "format='parquet'", "('iceberg', 'delta')")
+
+
 def test_a_cycle_names_every_table_in_it(tmp_path):
     body = """
 

@@ -13,14 +13,18 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 from infra.paths import canonical_all
+from infra.sql.local import LocalEngine
 from pipelines.datasets import default_registry
 from pipelines.datasets.ecommerce.sample_data import generate
 from pipelines.io import delta_log
 from pipelines.io.delta import DeltaFormat
+from pipelines.io.formats import table_format
+from pipelines.io.iceberg import IcebergFormat
 from pipelines.ops.maintenance.procedures import EXPIRE_SNAPSHOTS
 from pipelines.ops.maintenance.runner import compact_data_files, run_maintenance
 from pipelines.run.pipeline import run_pipeline
 from pipelines.run.runner import run_table
+from pipelines.spec.registry import Registry
 from pipelines.spec.tables import MaintenancePolicy, OutputTable
 from tests.support.helpers import rows_of, table
 from tests.support.reference import classify, load_landing
@@ -147,3 +151,34 @@ def test_a_second_reader_sees_exactly_what_tributary_wrote(spark, fresh_settings
         for r in table(spark, s, "gold.daily_revenue").collect()
     }
     assert gold == ref.daily_revenue()
+
+
+def test_tables_of_both_formats_in_one_pipeline(spark, fresh_settings):
+    """Delta bronze -> Iceberg silver -> Delta gold on an Iceberg home: each table is created in its spec's format,
+    streams cross formats, and the tables equal the reference."""
+    s = fresh_settings
+    chosen = {"bronze.events": "delta", "gold.daily_revenue": "delta"}
+    registry = Registry([replace(spec, table_format=chosen.get(spec.name)) for spec in default_registry()])
+    tables = ["bronze.events", "silver.events", "gold.daily_revenue"]
+    for seed in (81, 82):
+        generate(s.landing, rows=1200, files=2, seed=seed)
+        run_pipeline(spark, s, registry, tables)
+    fmt = table_format(s)
+    assert {n: fmt.format_of(n) for n in [*tables, "silver.events_quarantine", "bronze.events_files"]} == {
+        "bronze.events": "delta",
+        "bronze.events_files": "delta",
+        "silver.events": "iceberg",
+        "silver.events_quarantine": "iceberg",
+        "gold.daily_revenue": "delta",
+    }
+    assert DeltaFormat(s).exists(None, "gold.daily_revenue") and not IcebergFormat(s).exists(None, "gold.daily_revenue")
+    ref = classify(load_landing(s.landing))
+    assert table(spark, s, "silver.events").count() == len(ref.valid_events)
+    gold = {
+        (r.event_date, r.category, r.currency): (r.orders, r.units, r.revenue)
+        for r in table(spark, s, "gold.daily_revenue").collect()
+    }
+    assert gold == ref.daily_revenue()
+    assert all(r.skipped for r in run_pipeline(spark, s, registry, tables))
+    answered = LocalEngine(s).query("SELECT sum(orders) FROM gold.daily_revenue").rows
+    assert answered == [(sum(v[0] for v in ref.daily_revenue().values()),)]
