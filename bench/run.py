@@ -20,6 +20,7 @@ RESULTS = Path(__file__).resolve().parent / "results.json"
 # (module, function) of each section; a section whose module does not exist yet is skipped.
 SECTIONS = (
     ("bench.pipeline", "bench_pipeline"),
+    ("bench.formats", "bench_formats"),
     ("bench.quality", "bench_quality"),
     ("bench.maintenance", "bench_maintenance"),
     ("bench.sql", "bench_sql"),

@@ -1,4 +1,5 @@
-"""Reading a Delta table's commits from its `_delta_log`, and the stream feed a downstream Spark query reads.
+"""The stream feed of a Delta table: what a downstream Spark query reads (commits are parsed by
+`infra.sql.delta_tables.read_commit`).
 
 Spark cannot stream from a Delta table without delta-spark. It can stream from a folder of Parquet files whose
 `_spark_metadata` log (the one Spark's own file sink writes) lists exactly which files to read, in batches:
@@ -9,10 +10,8 @@ A compaction (OPTIMIZE: `dataChange=false`), a MERGE, an overwrite or a delete l
 stream skips replace, overwrite and delete snapshots. The feed is a pure function of the Delta log, so writing it
 again (after a crash, or from a consumer while the producer writes) writes the same bytes.
 
-The file formats are Spark's and Delta's, as documented by each: Delta commit files are JSON lines with one action
-each (`add`, `remove`, `commitInfo`, `txn`, ...); a `_spark_metadata` entry is a version line `v1` and one JSON line
-per file, and every tenth batch (`(v + 1) % 10 == 0`, Spark's default compaction interval) is a `.compact` file that
-repeats every earlier entry.
+The feed's format is Spark's file-sink log: a version line `v1` and one JSON line per file; every tenth batch
+(`(v + 1) % 10 == 0`, Spark's default compaction interval) is a `.compact` file that repeats every earlier entry.
 """
 
 from __future__ import annotations

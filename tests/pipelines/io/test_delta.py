@@ -15,6 +15,7 @@ from pyspark.sql.types import LongType, StringType, StructField, StructType
 from infra.paths import canonical_all
 from infra.sql.local import LocalEngine
 from pipelines.datasets import default_registry
+from pipelines.datasets.clickstream.sample_data import generate_clickstream
 from pipelines.datasets.ecommerce.sample_data import generate
 from pipelines.io import delta_log
 from pipelines.io.delta import DeltaFormat
@@ -127,11 +128,13 @@ def test_a_second_reader_sees_exactly_what_tributary_wrote(spark, fresh_settings
     s = _delta(fresh_settings)
     registry = default_registry()
     generate(s.landing, rows=2000, files=2, seed=71)
-    run_pipeline(spark, s, registry, ["bronze.events", "silver.events", "gold.daily_revenue"])
+    generate_clickstream(s.landing, impressions=200, files=2, seed=73)  # customer changes: SCD1 MERGEs delete
+    tables = ["bronze.events", "silver.events", "gold.daily_revenue", "silver.customers"]
+    run_pipeline(spark, s, registry, tables)
     generate(s.landing, rows=600, files=1, seed=72)  # gold MERGEs over the days it already holds
-    run_pipeline(spark, s, registry, ["bronze.events", "silver.events", "gold.daily_revenue"])
+    run_pipeline(spark, s, registry, tables)
     compact_data_files(None, s, "bronze.events", MaintenancePolicy(min_input_files=2))
-    names = ["bronze.events", "silver.events", "silver.events_quarantine", "gold.daily_revenue"]
+    names = [*tables[:3], "silver.events_quarantine", "silver.customers", "silver.customers_history"]
     fmt = DeltaFormat(s)
     paths = {n: str(fmt.location(n)) for n in names}
     proc = subprocess.run(
@@ -143,6 +146,12 @@ def test_a_second_reader_sees_exactly_what_tributary_wrote(spark, fresh_settings
         df = table(spark, s, name)
         assert seen[name]["rows"] == seen[name]["duckdb_rows"] == df.count(), name
         assert seen[name]["keys"] == sorted(str(r[0]) for r in df.select(df.columns[0]).collect()), name
+    history = table(spark, s, "silver.customers_history")
+    key = history.columns[0]
+    latest = history.filter("valid_to IS NULL").collect()
+    live = {r[key] for r in latest if not r.is_deleted}
+    assert len(live) < len(latest), "the sample should delete some customers"
+    assert {r[key] for r in table(spark, s, "silver.customers").select(key).collect()} == live  # deletes applied
     revenue = table(spark, s, "gold.daily_revenue").agg(F.sum("revenue")).collect()[0][0]
     assert seen["gold.daily_revenue"]["sum"] == str(revenue)
     ref = classify(load_landing(s.landing))
