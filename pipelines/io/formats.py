@@ -57,13 +57,18 @@ class TableFormats:
             return known
         default = self.settings.table_format
         other = "iceberg" if default == "delta" else "delta"
-        if self.adapters[default].exists(None, name) or not self.adapters[other].exists(None, name):
-            chosen = default
-        else:
-            chosen = other
-        if self.adapters[chosen].exists(None, name):
+        chosen = other if not self._probe(default, name) and self._probe(other, name) else default
+        if self._probe(chosen, name):
             self._known[name] = chosen
         return chosen
+
+    def _probe(self, table_format: str, name: str) -> bool:
+        """Whether `name` exists in `table_format`, asked without starting a JVM where that is possible: a home on
+        a SQLite catalog without its database file holds no Iceberg table."""
+        settings = self.settings
+        if table_format == "iceberg" and settings.uses_sqlite and not settings.catalog_db.is_file():
+            return False
+        return self.adapters[table_format].exists(None, name)
 
     def adapter(self, name: str) -> TableFormat:
         """The adapter serving `name`."""

@@ -1,16 +1,20 @@
-"""Cheap file statistics of a table from Iceberg metadata via pyiceberg (no JVM), for the compaction sensor."""
+"""Cheap file statistics of a table from its metadata (no JVM), for the compaction sensor: Iceberg manifests via
+pyiceberg, a Delta version's add actions via delta-rs."""
 
 from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass
 
+import pyarrow as pa
 from pyiceberg.exceptions import NoSuchTableError
 from pyiceberg.manifest import ManifestContent
 
 from infra.catalog import pyiceberg_catalog
 from infra.identifiers import validate_table_name
 from infra.settings import Settings
+from pipelines.io.delta import DeltaFormat
+from pipelines.io.formats import table_format
 from pipelines.spec.tables import MaintenancePolicy
 
 MB = 1024 * 1024
@@ -40,6 +44,8 @@ def file_health(settings: Settings, table: str, policy: MaintenancePolicy) -> Fi
     least `policy.min_input_files` of them (compaction never merges files across partitions).
     """
     ns, name = validate_table_name(table)
+    if table_format(settings).format_of(table) == "delta":
+        return _delta_file_health(settings, table, policy)
     try:
         tbl = pyiceberg_catalog(settings).load_table((ns, name))
     except NoSuchTableError:
@@ -62,6 +68,18 @@ def file_health(settings: Settings, table: str, policy: MaintenancePolicy) -> Fi
     small = sum(small_by_partition.values())
     compactable = sum(n for n in small_by_partition.values() if n >= policy.min_input_files)
     return FileHealth(table, snapshot.snapshot_id, files, size, small, compactable)
+
+
+def _delta_file_health(settings: Settings, table: str, policy: MaintenancePolicy) -> FileHealth | None:
+    """A Delta table is not partitioned: its small files are compactable once there are `min_input_files`."""
+    fmt = DeltaFormat(settings)
+    if not fmt.exists(None, table):
+        return None
+    dt = fmt.delta_table(table)
+    sizes = [int(n) for n in pa.table(dt.get_add_actions(flatten=True)).column("size_bytes").to_pylist()]
+    small = sum(1 for n in sizes if n < policy.small_file_mb * MB)
+    compactable = small if small >= policy.min_input_files else 0
+    return FileHealth(table, dt.version(), len(sizes), sum(sizes), small, compactable)
 
 
 def compaction_reason(health: FileHealth, policy: MaintenancePolicy) -> str | None:

@@ -23,6 +23,7 @@ from pipelines.io.formats import table_format
 from pipelines.io.iceberg import IcebergFormat
 from pipelines.ops.maintenance.procedures import EXPIRE_SNAPSHOTS
 from pipelines.ops.maintenance.runner import compact_data_files, run_maintenance
+from pipelines.ops.table_health import compaction_reason, file_health
 from pipelines.run.pipeline import run_pipeline
 from pipelines.run.runner import run_table
 from pipelines.spec.registry import Registry
@@ -67,9 +68,13 @@ def test_replayed_batches_are_skipped_and_the_feed_streams_each_appended_file_on
 
     assert stream() == 230
     assert sorted(read) == list(range(230))
-    # OPTIMIZE rewrites every file (dataChange=false): the stream reads nothing from it.
+    # The compaction sensor's numbers (no JVM), then OPTIMIZE rewrites every file (dataChange=false): the stream
+    # reads nothing from it.
     policy = MaintenancePolicy(min_input_files=2)
-    assert compact_data_files(None, s, "bronze.items", policy)["rewritten_data_files_count"] >= 23
+    health = file_health(s, "bronze.items", policy)
+    assert health.data_files == health.compactable_files == len(files) and compaction_reason(health, policy)
+    assert compact_data_files(None, s, "bronze.items", policy)["rewritten_data_files_count"] == len(files)
+    assert compaction_reason(file_health(s, "bronze.items", policy), policy) is None
     assert stream() == 0
     assert fmt.read(spark, "bronze.items").count() == 230
     fmt.append(spark.range(1000, 1005).select("id", F.lit("x").alias("name")), "bronze.items", "writer-a", 23)
