@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-from deltalake import CommitProperties, DeltaTable, Field, Transaction
+from deltalake import CommitProperties, DeltaTable, Field, Transaction, write_deltalake
 from deltalake.transaction import AddAction
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -34,9 +34,9 @@ from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
 from pyspark.sql.types import StructType
 
 from infra.errors import ConfigError, PipelineError
-from infra.paths import canonical_all
+from infra.paths import canonical_all, local_path
 from infra.settings import Settings
-from infra.sql.delta_tables import Commit, data_path, delta_location, read_commit
+from infra.sql.delta_tables import Commit, commit_file, data_path, delta_location, read_commit
 from infra.sql.table_metadata import Snapshot
 from pipelines.io import delta_log
 from pipelines.io.checkpoints import (
@@ -46,12 +46,13 @@ from pipelines.io.checkpoints import (
     pending_batch,
     seen_files,
 )
-from pipelines.io.format_types import Merge, Staged, TableStats, check_schema
+from pipelines.io.format_types import DayRange, Merge, Staged, TableStats, check_schema
 from pipelines.io.sources import NEVER_EXPIRE
 from pipelines.spec.tables import OutputTable
 
 WRITER_KEY = "tributary.writer"
 BATCH_KEY = "tributary.batch-id"
+OPERATION_KEY = "tributary.operation"  # a version written by an operation (reprocess, backfill), not a batch
 STAGING_DIR = "_staging"
 
 
@@ -216,6 +217,45 @@ class DeltaFormat:
             merger = merger.when_not_matched_insert_all(predicate=merge.insert_when)
         merger.execute()
         delta_log.sync_feed(self.location(name), DeltaTable(str(self.location(name))).version())
+
+    def replace_days(self, df: DataFrame, name: str, days: DayRange, operation: str) -> int | None:
+        """delta-rs replaceWhere: one version deleting the range's rows (rewriting files that hold others too) and
+        adding `df`'s, which pass through the driver as Arrow (a range of days, not a bulk load)."""
+        dt = self.delta_table(name)
+        schema = self._schema(dt)
+        rows = df.select(*schema.names)
+        arrow = pa.Table.from_batches(rows._collect_as_arrow(), schema=to_arrow_schema(rows.schema))
+        write_deltalake(
+            str(self.location(name)),
+            arrow,
+            mode="overwrite",
+            predicate=days.predicate(),
+            commit_properties=CommitProperties(custom_metadata={OPERATION_KEY: operation}),
+        )
+        version = DeltaTable(str(self.location(name))).version()
+        delta_log.sync_feed(self.location(name), version)
+        return version
+
+    def replay_problem(self, spark: SparkSession, name: str) -> str | None:
+        """A version that overwrote or deleted rows (a reprocess), a commit the log no longer holds, or an appended
+        file VACUUM has deleted."""
+        if not self.exists(spark, name):
+            return None
+        path = self.location(name)
+        for version in range(self.delta_table(name).version() + 1):
+            if not commit_file(path, version).is_file():
+                return f"its log no longer holds version {version} (cleaned up after a checkpoint)"
+            commit = read_commit(path, version)
+            if commit.operation in ("overwrite", "delete"):
+                return f"version {version} {commit.operation} rows in place (a reprocess)"
+        gone = [uri for uri in delta_log.feed_files(path) if not Path(local_path(uri) or uri).exists()]
+        if gone:
+            return f"VACUUM deleted its appended file {gone[0]}"
+        return None
+
+    def drop(self, spark: SparkSession, name: str) -> None:
+        """Delete the table's folder."""
+        shutil.rmtree(self.location(name), ignore_errors=True)
 
     def overwrite(self, df: DataFrame, name: str) -> None:
         """One version removing every file and adding the new ones."""

@@ -4,11 +4,12 @@ and the types the formats share. `pipelines.io.formats.table_format` picks the a
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import date, datetime
+from datetime import date, datetime, timedelta
 from pathlib import Path
 from typing import Protocol
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
 from infra.errors import ConfigError
@@ -104,7 +105,7 @@ class TableFormat(Protocol):
         ...
 
     def read_stream(self, spark: SparkSession, name: str) -> DataFrame:
-        """A streaming DataFrame over the table's appends (other commits are skipped: see `sources.read_table`)."""
+        """A streaming DataFrame over the table's appends (overwrite, delete and compaction commits are skipped)."""
         ...
 
     def consumer_caught_up(self, spark: SparkSession | None, name: str, checkpoint: Path) -> bool:
@@ -121,6 +122,19 @@ class TableFormat(Protocol):
 
     def merge(self, df: DataFrame, name: str, merge: Merge) -> None:
         """MERGE `df` (alias `s`) into the table (alias `t`) in one commit."""
+        ...
+
+    def replace_days(self, df: DataFrame, name: str, days: DayRange, operation: str) -> int | None:
+        """Delete the rows on `days` and add `df`'s in one commit tagged `tributary.operation`; return its snapshot
+        id. Streams skip the commit (an overwrite)."""
+        ...
+
+    def replay_problem(self, spark: SparkSession, name: str) -> str | None:
+        """Why a new stream could not replay every append of `name` from the start (None when it can)."""
+        ...
+
+    def drop(self, spark: SparkSession, name: str) -> None:
+        """Delete the table and its files (nothing when it does not exist)."""
         ...
 
     def overwrite(self, df: DataFrame, name: str) -> None:
@@ -166,6 +180,35 @@ class Merge:
             inserted = "*"
         parts.append(f"WHEN NOT MATCHED{_and(self.insert_when)} THEN INSERT {inserted}")
         return " ".join(parts)
+
+
+@dataclass(frozen=True)
+class DayRange:
+    """The rows of a table whose date or timestamp `column` falls on the days start..end (inclusive; UTC days)."""
+
+    column: str
+    start: date
+    end: date
+    timestamp: bool  # the column is a timestamp (else a date)
+
+    def condition(self) -> Column:
+        """As a Spark column."""
+        if not self.timestamp:
+            return F.col(self.column).between(F.lit(self.start), F.lit(self.end))
+        lo, hi = self._bounds()
+        return (F.col(self.column) >= F.lit(lo)) & (F.col(self.column) < F.lit(hi))
+
+    def predicate(self) -> str:
+        """As SQL that delta-rs (DataFusion) reads: ISO literals, which it casts to the column's type."""
+        if not self.timestamp:
+            return f"{self.column} >= '{self.start.isoformat()}' AND {self.column} <= '{self.end.isoformat()}'"
+        lo, hi = self._bounds()
+        return f"{self.column} >= '{lo.isoformat()}Z' AND {self.column} < '{hi.isoformat()}Z'"
+
+    def _bounds(self) -> tuple[datetime, datetime]:
+        return datetime.combine(self.start, datetime.min.time()), datetime.combine(
+            self.end + timedelta(days=1), datetime.min.time()
+        )
 
 
 def _and(condition: str | None) -> str:

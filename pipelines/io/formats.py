@@ -20,7 +20,7 @@ from infra.settings import TABLE_FORMATS, Settings
 from infra.sql.table_metadata import Snapshot
 from pipelines.io.checkpoints import ConsumerPosition
 from pipelines.io.delta import DeltaFormat
-from pipelines.io.format_types import Merge, Staged, TableFormat, TableStats
+from pipelines.io.format_types import DayRange, Merge, Staged, TableFormat, TableStats
 from pipelines.io.iceberg import IcebergFormat
 from pipelines.spec.tables import OutputTable
 
@@ -139,6 +139,16 @@ class TableFormats:
 
     def overwrite(self, df: DataFrame, name: str) -> None:
         self.adapter(name).overwrite(df, name)
+
+    def replace_days(self, df: DataFrame, name: str, days: DayRange, operation: str) -> int | None:
+        return self.adapter(name).replace_days(df, name, days, operation)
+
+    def replay_problem(self, spark: SparkSession, name: str) -> str | None:
+        return self.adapter(name).replay_problem(spark, name)
+
+    def drop(self, spark: SparkSession, name: str) -> None:
+        self.adapter(name).drop(spark, name)
+        self._known.pop(name, None)
 
 
 def table_format(settings: Settings) -> TableFormats:

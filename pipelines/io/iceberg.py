@@ -6,6 +6,7 @@ import uuid
 from datetime import UTC, date, datetime
 from pathlib import Path
 
+from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
@@ -17,8 +18,14 @@ from infra.sql.catalog import CatalogReader
 from infra.sql.table_metadata import Snapshot, TableMetadata
 from pipelines.io import iceberg_history
 from pipelines.io.checkpoints import ConsumerPosition, caught_up_offsets, restart_position
-from pipelines.io.format_types import Merge, Staged, TableStats, check_schema
-from pipelines.io.iceberg_history import BATCH_PROPERTY, WAP_PREFIX, WRITER_PROPERTY
+from pipelines.io.format_types import DayRange, Merge, Staged, TableStats, check_schema
+from pipelines.io.iceberg_history import (
+    BATCH_PROPERTY,
+    OPERATION_ID_PROPERTY,
+    OPERATION_PROPERTY,
+    WAP_PREFIX,
+    WRITER_PROPERTY,
+)
 from pipelines.spec.tables import OutputTable
 
 # How a landing batch is written: its rows share one `_ingested_at` day (one timestamp per micro-batch), so each
@@ -200,6 +207,43 @@ class IcebergFormat:
     def overwrite(self, df: DataFrame, name: str) -> None:
         """One Iceberg overwrite commit replacing every row."""
         df.writeTo(self.qualified(name)).overwrite(F.lit(True))
+
+    def replace_days(self, df: DataFrame, name: str, days: DayRange, operation: str) -> int | None:
+        """One Iceberg overwrite by filter: the range follows the table's day partitions, so whole files are
+        dropped (no row-level rewrite)."""
+        qualified = self.qualified(name)
+        op_id = uuid.uuid4().hex
+        (
+            df.writeTo(qualified)
+            .option(f"snapshot-property.{OPERATION_PROPERTY}", operation)
+            .option(f"snapshot-property.{OPERATION_ID_PROPERTY}", op_id)
+            .overwrite(days.condition())
+        )
+        found = df.sparkSession.sql(
+            f"SELECT snapshot_id FROM {qualified}.snapshots WHERE summary['{OPERATION_ID_PROPERTY}'] = :op",
+            args={"op": op_id},
+        ).collect()
+        return found[0].snapshot_id if found else None
+
+    def replay_problem(self, spark: SparkSession, name: str) -> str | None:
+        """A snapshot whose parent was expired, or an overwrite or delete (a reprocess) in the history."""
+        qualified = self.qualified(name)
+        try:
+            snaps = spark.sql(f"SELECT snapshot_id, parent_id, operation FROM {qualified}.snapshots").collect()
+        except AnalysisException:
+            return None  # no table yet: a new stream starts when it appears
+        ids = {s.snapshot_id for s in snaps}
+        expired = [s for s in snaps if s.parent_id is not None and s.parent_id not in ids]
+        if expired:
+            return f"its snapshot history before {expired[0].snapshot_id} was expired"
+        rewritten = [s for s in snaps if s.operation in ("overwrite", "delete")]
+        if rewritten:
+            return f"snapshot {rewritten[0].snapshot_id} {rewritten[0].operation} rows in place (a reprocess)"
+        return None
+
+    def drop(self, spark: SparkSession, name: str) -> None:
+        """`DROP TABLE ... PURGE`."""
+        spark.sql(f"DROP TABLE IF EXISTS {self.qualified(name)} PURGE")
 
     def _local_metadata(self, name: str) -> TableMetadata | None:
         """The table's metadata read from the SQLite catalog and its local metadata file, without a JVM; None when

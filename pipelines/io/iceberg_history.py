@@ -14,6 +14,9 @@ from typing import Any
 from pyspark.sql import SparkSession
 
 WRITER_PROPERTY = "tributary.writer"
+# A commit made by an operation (reprocess, backfill) rather than a streaming batch, and that commit's own id.
+OPERATION_PROPERTY = "tributary.operation"
+OPERATION_ID_PROPERTY = "tributary.operation-id"
 BATCH_PROPERTY = "tributary.batch-id"
 # A staged (write-audit-publish) append carries `wap.id` = tributary/<writer>/<batch id>/<attempt>; Iceberg keeps it
 # as `published-wap-id` when a cherry-pick has to copy the snapshot (main moved), which drops the custom summary.

@@ -1,7 +1,7 @@
 """Backfills: recompute days of a day-partitioned table from its upstream and replace exactly those days.
 
 A backfill serves tables whose write strategy recomputes rows by key (`Sink.recomputes_by_key`, e.g. a gold
-aggregate): the spec's own recompute function rebuilds each day, and the days are replaced in one Iceberg commit,
+aggregate): the spec's own recompute function rebuilds each day, and the days are replaced in one commit,
 so keys that no longer exist for a day disappear and other days are untouched.
 """
 
@@ -21,8 +21,8 @@ from pipelines.ops.ranges import (
     RangeReport,
     check_range,
     day_column,
+    day_range,
     days_of,
-    range_condition,
     replace_range,
     upstream_table,
 )
@@ -52,15 +52,16 @@ def _backfill_days(spark: SparkSession, settings: Settings, spec: TableSpec, sta
     fmt = table_format(settings)
     prepare_tables(spark, fmt, spec)
     upstream_table(spark, fmt, spec)
-    condition = range_condition(spec.output, column, start, end)
+    days = day_range(spec.output, column, start, end)
+    condition = days.condition()
     report = RangeReport(spec.name, "backfill", start, end)
-    report.rows_before = spark.table(fmt.qualified(spec.name)).filter(condition).count()
+    report.rows_before = fmt.read(spark, spec.name).filter(condition).count()
     rows = (
         cast(RecomputeMergeSink, spec.sink)
         .recompute(spark, fmt, [{column: day} for day in days_of(start, end)])
         .filter(condition)
     )
-    report.snapshot_id = replace_range(spark, fmt, spec.output, rows, condition, "backfill")
-    report.rows_after = spark.table(fmt.qualified(spec.name)).filter(condition).count()
+    report.snapshot_id = replace_range(fmt, spec.output, rows, days, "backfill")
+    report.rows_after = fmt.read(spark, spec.name).filter(condition).count()
     report.seconds = round(time.perf_counter() - started, 3)
     return report

@@ -5,7 +5,6 @@ from __future__ import annotations
 import shutil
 from contextlib import ExitStack
 
-from pyspark.errors import AnalysisException
 from pyspark.sql import SparkSession
 
 from infra.errors import ConfigError, PipelineError
@@ -20,21 +19,9 @@ from pipelines.spec.tables import FileSource, TableSpec
 
 
 def _check_replayable(spark: SparkSession, fmt: TableFormat, upstream: str, table: str) -> None:
-    """A rebuilt stream replays the upstream's appends from its first snapshot: all of them must still be there."""
-    qualified = fmt.qualified(upstream)
-    try:
-        snaps = spark.sql(f"SELECT snapshot_id, parent_id, operation FROM {qualified}.snapshots").collect()
-    except AnalysisException:
-        return  # no upstream table yet: the rebuilt stream starts when it appears
-    ids = {s.snapshot_id for s in snaps}
-    expired = [s for s in snaps if s.parent_id is not None and s.parent_id not in ids]
-    rewritten = [s for s in snaps if s.operation in ("overwrite", "delete")]
-    if expired or rewritten:
-        why = (
-            f"its snapshot history before {expired[0].snapshot_id} was expired"
-            if expired
-            else f"snapshot {rewritten[0].snapshot_id} {rewritten[0].operation} rows in place (a reprocess)"
-        )
+    """A rebuilt stream replays the upstream's appends from its first commit: all of them must still be there."""
+    why = fmt.replay_problem(spark, upstream)
+    if why:
         raise PipelineError(
             f"cannot fully refresh {table}: a rebuilt stream replays every append of {upstream}, but {why}, so the "
             f"rebuild would not match {upstream}; full-refresh {upstream} instead (it rebuilds everything downstream)"
@@ -80,6 +67,6 @@ def _full_refresh(spark: SparkSession, settings: Settings, chain: list[TableSpec
             restore_archived(settings, spec.source)
     for spec in chain:
         for out in spec.outputs():
-            spark.sql(f"DROP TABLE IF EXISTS {fmt.qualified(out.name)} PURGE")
+            fmt.drop(spark, out.name)
         shutil.rmtree(settings.checkpoint_for(spec.name), ignore_errors=True)
     return [run_table(spark, settings, spec) for spec in chain]

@@ -1,30 +1,25 @@
 """Ranges of days of a table: which column partitions it by day, the rows of a range, and replacing them in one commit.
 
 Shared by backfills (`pipelines.ops.backfill`), reprocessing (`pipelines.ops.reprocess`) and Dagster's daily
-partitions. Every replacement is a single Iceberg commit, so a failure leaves the table as it was.
+partitions. Every replacement is a single commit (Iceberg or Delta), so a failure leaves the table as it was.
 """
 
 from __future__ import annotations
 
 import re
-import uuid
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
 from typing import Any
 
-from pyspark.errors import AnalysisException
-from pyspark.sql import Column, DataFrame, SparkSession
-from pyspark.sql import functions as F
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import DateType, TimestampNTZType, TimestampType
 
 from infra.errors import ConfigError, PipelineError
 from infra.identifiers import COLUMN_PATTERN, is_column_name
 from infra.settings import Settings
-from pipelines.io.formats import TableFormat, table_format
+from pipelines.io.formats import DayRange, TableFormat, table_format
 from pipelines.spec.tables import OutputTable, TableSpec
 
-OPERATION_PROPERTY = "tributary.operation"
-OPERATION_ID_PROPERTY = "tributary.operation-id"
 _DAYS = re.compile(rf"^days\(\s*({COLUMN_PATTERN})\s*\)$")
 
 
@@ -78,43 +73,17 @@ def check_range(table: str, start: date, end: date) -> None:
         raise ConfigError(f"table {table}: date range end {end} is before its start {start}")
 
 
-def range_condition(out: OutputTable, column: str, start: date, end: date) -> Column:
-    """Rows of `out` whose `column` falls on the days start..end (inclusive; UTC days for timestamps)."""
+def day_range(out: OutputTable, column: str, start: date, end: date) -> DayRange:
+    """The rows of `out` whose `column` (a date or a timestamp) falls on the days start..end (UTC days)."""
     dtype = out.schema[column].dataType
-    if isinstance(dtype, DateType):
-        return F.col(column).between(F.lit(start), F.lit(end))
-    if not isinstance(dtype, TimestampType | TimestampNTZType):
+    if not isinstance(dtype, DateType | TimestampType | TimestampNTZType):
         raise ConfigError(f"table {out.name!r}: column {column!r} is {dtype.simpleString()}, not a date or timestamp")
-    lo = datetime.combine(start, datetime.min.time())
-    hi = datetime.combine(end + timedelta(days=1), datetime.min.time())
-    return (F.col(column) >= F.lit(lo)) & (F.col(column) < F.lit(hi))
+    return DayRange(column, start, end, timestamp=not isinstance(dtype, DateType))
 
 
-def replace_range(
-    spark: SparkSession, fmt: TableFormat, out: OutputTable, rows: DataFrame, condition: Column, operation: str
-) -> int | None:
-    """Delete the rows matching `condition` and append `rows`, in one Iceberg commit; return its snapshot id.
-
-    The condition follows the table's day partitions, so Iceberg drops whole files (no row-level rewrite).
-    """
-    qualified = fmt.qualified(out.name)
-    op_id = uuid.uuid4().hex
-    (
-        rows.select(*out.schema.names)
-        .writeTo(qualified)
-        .option(f"snapshot-property.{OPERATION_PROPERTY}", operation)
-        .option(f"snapshot-property.{OPERATION_ID_PROPERTY}", op_id)
-        .overwrite(condition)
-    )
-    return _snapshot_of(spark, qualified, op_id)
-
-
-def _snapshot_of(spark: SparkSession, qualified: str, op_id: str) -> int | None:
-    found = spark.sql(
-        f"SELECT snapshot_id FROM {qualified}.snapshots WHERE summary['{OPERATION_ID_PROPERTY}'] = :op",
-        args={"op": op_id},
-    ).collect()
-    return found[0].snapshot_id if found else None
+def replace_range(fmt: TableFormat, out: OutputTable, rows: DataFrame, days: DayRange, operation: str) -> int | None:
+    """Delete the rows on `days` and add `rows`, in one commit; return its snapshot id (Delta: version)."""
+    return fmt.replace_days(rows.select(*out.schema.names), out.name, days, operation)
 
 
 def days_of(start: date, end: date) -> list[date]:
@@ -122,12 +91,12 @@ def days_of(start: date, end: date) -> list[date]:
 
 
 def upstream_table(spark: SparkSession, fmt: TableFormat, spec: TableSpec) -> DataFrame:
-    try:
-        return spark.table(fmt.qualified(spec.upstream))
-    except AnalysisException:
+    """The spec's upstream table now; a PipelineError naming it when it does not exist yet."""
+    if spec.upstream is None or not fmt.exists(spark, spec.upstream):
         raise PipelineError(
             f"table {spec.name}: its upstream table {spec.upstream} does not exist yet; run the pipeline first"
-        ) from None
+        )
+    return fmt.read(spark, spec.upstream)
 
 
 def changed_days(spark: SparkSession, settings: Settings, out: OutputTable, since: datetime) -> list[date]:

@@ -4,8 +4,8 @@ The table's write strategy says how (`Sink.reprocess_by`): a bronze table (lande
 landing files it ingested on those days, keeping each file's original `_ingested_at` and batch id; a silver table
 (validated and deduplicated) re-validates the upstream rows whose event time falls on those days, and replaces
 their quarantined rows too. The table's checkpoint is left alone: it still points after everything the stream has
-read, so the next incremental run neither re-adds nor skips rows. The commit is an Iceberg *overwrite*, which
-downstream streams skip (`pipelines.io.sources.read_table`): recompute downstream days with a backfill.
+read, so the next incremental run neither re-adds nor skips rows. The commit is an *overwrite*, which
+downstream streams skip (`TableFormat.read_stream`): recompute downstream days with a backfill.
 """
 
 from __future__ import annotations
@@ -14,17 +14,17 @@ import time
 from datetime import date
 from typing import cast
 
-from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from infra.errors import ConfigError, PipelineError
 from infra.paths import local_path
 from infra.settings import Settings
 from pipelines.io.archive import archived_path
-from pipelines.io.formats import Merge, TableFormat, table_format
+from pipelines.io.formats import DayRange, Merge, TableFormat, table_format
 from pipelines.io.landing_parse import REJECTED_COLUMN, file_name
 from pipelines.io.sources import LINEAGE_COLUMNS, batch_read_files
-from pipelines.ops.ranges import RangeReport, check_range, day_column, range_condition, replace_range, upstream_table
+from pipelines.ops.ranges import RangeReport, check_range, day_column, day_range, replace_range, upstream_table
 from pipelines.run.locks import table_lock
 from pipelines.run.runner import prepare_tables
 from pipelines.spec.registry import Registry
@@ -60,33 +60,34 @@ def _reprocess(
     fmt = table_format(settings)
     prepare_tables(spark, fmt, spec)
     started = time.perf_counter()
-    condition = range_condition(spec.output, column, start, end)
+    days = day_range(spec.output, column, start, end)
     report = RangeReport(spec.name, "reprocess", start, end)
-    report.rows_before = spark.table(fmt.qualified(spec.name)).filter(condition).count()
+    report.rows_before = fmt.read(spark, spec.name).filter(days.condition()).count()
     how = spec.sink.reprocess_by
     if how == "reread_files" and isinstance(spec.source, FileSource):
-        _reprocess_files(spark, settings, fmt, spec, condition, report)
+        _reprocess_files(spark, settings, fmt, spec, days, report)
     elif how == "revalidate" and isinstance(spec.source, TableSource):
-        _reprocess_validated(spark, fmt, spec, column, condition, report)
+        _reprocess_validated(spark, fmt, spec, days, report)
     else:
         raise ConfigError(
             f"table {table}: reprocess supports file-source tables with an AppendSink (bronze) and table-source "
             "tables with a ValidateDedupeSink (silver); backfill recompute-and-merge tables by day, or full-refresh"
         )
-    report.rows_after = spark.table(fmt.qualified(spec.name)).filter(condition).count()
+    report.rows_after = fmt.read(spark, spec.name).filter(days.condition()).count()
     report.seconds = round(time.perf_counter() - started, 3)
     return report
 
 
 def _reprocess_files(
-    spark: SparkSession, settings: Settings, fmt: TableFormat, spec: TableSpec, condition: Column, report: RangeReport
+    spark: SparkSession, settings: Settings, fmt: TableFormat, spec: TableSpec, days: DayRange, report: RangeReport
 ) -> None:
     source, sink = cast(FileSource, spec.source), cast(AppendSink, spec.sink)
+    condition = days.condition()
     missing = [c for c in LINEAGE_COLUMNS if c not in spec.output.schema.names]
     if missing:
         raise ConfigError(f"table {spec.name}: reprocess needs the lineage columns {missing} in the table")
     per_file = (
-        spark.table(fmt.qualified(spec.name))
+        fmt.read(spark, spec.name)
         .filter(condition)
         .groupBy("_source_file")
         .agg(
@@ -121,13 +122,14 @@ def _reprocess_files(
                 "_source_file", F.coalesce(landed_as[file_name(F.col("_source_file"))], F.col("_source_file"))
             )
         rows = spec.transform(read.join(F.broadcast(per_file), "_source_file")).filter(condition)
-    report.snapshot_id = replace_range(spark, fmt, spec.output, rows, condition, "reprocess")
+    report.snapshot_id = replace_range(fmt, spec.output, rows, days, "reprocess")
 
 
 def _reprocess_validated(
-    spark: SparkSession, fmt: TableFormat, spec: TableSpec, column: str, condition: Column, report: RangeReport
+    spark: SparkSession, fmt: TableFormat, spec: TableSpec, days: DayRange, report: RangeReport
 ) -> None:
     sink = cast(ValidateDedupeSink, spec.sink)
+    column, condition = days.column, days.condition()
     if sink.time_column != column:
         # Duplicates share key and event time: only a range on that time keeps each duplicate with its original.
         raise ConfigError(
@@ -152,7 +154,7 @@ def _reprocess_validated(
         report.extra["rows_read"] = stats["rows"]
         report.extra["rows_quarantined"] = stats["invalid"] or 0
         unique = sink.first_per_key(batch).select(*sink.output_columns)
-        report.snapshot_id = replace_range(spark, fmt, spec.output, unique, condition, "reprocess")
+        report.snapshot_id = replace_range(fmt, spec.output, unique, days, "reprocess")
         _replace_quarantined(fmt, sink, batch, sink.quarantine_rows(batch).select(*sink.quarantine_columns))
     finally:
         batch.unpersist()

@@ -15,6 +15,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from datetime import date, datetime
+from decimal import Decimal
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -29,7 +30,9 @@ from dagster import (
     DefaultSensorStatus,
     materialize,
 )
+from deltalake import DeltaTable
 from pyiceberg.expressions import In
+from pyspark.sql import functions as F
 
 from infra.catalog import pyiceberg_catalog
 from infra.errors import ConfigError, PipelineError
@@ -50,7 +53,8 @@ from orchestration.sensors import (
 )
 from pipelines.datasets import default_registry
 from pipelines.datasets.ecommerce.sample_data import generate
-from pipelines.io.formats import table_format
+from pipelines.io.delta import DeltaFormat
+from pipelines.io.formats import Merge, table_format
 from pipelines.ops.backfill import backfill_days
 from pipelines.ops.full_refresh import full_refresh
 from pipelines.ops.reprocess import reprocess
@@ -116,9 +120,21 @@ def _events_chain(spark, settings) -> list:
     return run_pipeline(spark, settings, default_registry(), EVENT_SPECS)
 
 
-def _snapshots(spark, settings) -> dict[str, list[int]]:
+def _snapshots(spark, settings) -> dict[str, int | None]:
     fmt = table_format(settings)
-    return {n: [r.snapshot_id for r in spark.table(f"{fmt.qualified(n)}.snapshots").collect()] for n in EVENT_TABLES}
+    return {n: fmt.current_snapshot(spark, n).snapshot_id for n in EVENT_TABLES}
+
+
+def _operations(spark, settings, name: str) -> list[str]:
+    """The `tributary.operation` tags of a table's commits, oldest first."""
+    if table_format(settings).format_of(name) == "delta":
+        history = DeltaTable(str(DeltaFormat(settings).location(name))).history()
+        return [h["tributary.operation"] for h in reversed(history) if "tributary.operation" in h]
+    rows = spark.sql(
+        f"SELECT summary['tributary.operation'] AS op FROM {settings.catalog_name}.{name}.snapshots "
+        "WHERE summary['tributary.operation'] IS NOT NULL ORDER BY committed_at"
+    ).collect()
+    return [r.op for r in rows]
 
 
 def _contents(spark, settings, drop=("_batch_id",)) -> dict[str, list[tuple]]:
@@ -126,8 +142,8 @@ def _contents(spark, settings, drop=("_batch_id",)) -> dict[str, list[tuple]]:
 
 
 @pytest.mark.slow
-def test_reprocess_backfill_and_full_refresh_replace_exactly_their_scope(spark, fresh_settings):
-    s = fresh_settings
+def test_reprocess_backfill_and_full_refresh_replace_exactly_their_scope(spark, format_settings):
+    s = format_settings
     registry = default_registry()
     gen = generate(s.landing, rows=1200, files=3, seed=3)
     _events_chain(spark, s)
@@ -147,16 +163,19 @@ def test_reprocess_backfill_and_full_refresh_replace_exactly_their_scope(spark, 
     assert _contents(spark, s) == unbatched
     reprocessed = table(spark, s, "silver.events").filter("_batch_id = -1").count()
     assert reprocessed == silver.rows_after
-    ops = spark.sql(
-        f"SELECT summary['tributary.operation'] AS op FROM {s.catalog_name}.silver.events.snapshots "
-        "WHERE summary['tributary.operation'] IS NOT NULL"
-    ).collect()
-    assert [r.op for r in ops] == ["reprocess"]
+    assert _operations(spark, s, "silver.events") == ["reprocess"]
 
     # Gold: tamper with two days, backfill one of them: only that day is recomputed, stale keys vanish.
-    gold = f"{s.catalog_name}.{GOLD}"
-    spark.sql(f"UPDATE {gold} SET revenue = 0 WHERE event_date IN (DATE'2026-11-01', DATE'2026-11-03')")
-    spark.sql(f"INSERT INTO {gold} VALUES (DATE'2026-11-01', 'bogus', 'USD', 1, 1, 1.00)")
+    fmt, keys = table_format(s), ("event_date", "category", "currency")
+    zeroed = (
+        table(spark, s, GOLD)
+        .filter(F.col("event_date").isin(D1, D3))
+        .withColumn("revenue", F.lit(0).cast("decimal(18,2)"))
+    )
+    fmt.merge(zeroed, GOLD, Merge(keys))
+    schema = table(spark, s, GOLD).schema
+    bogus = spark.createDataFrame([(D1, "bogus", "USD", 1, 1, Decimal("1.00"))], schema)
+    fmt.merge(bogus, GOLD, Merge(keys))
     report = backfill_days(spark, s, registry.get(GOLD), D1, D1)
     assert report.rows_before == report.rows_after + 1
     expected = classify(load_landing(s.landing)).daily_revenue()
