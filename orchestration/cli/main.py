@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from infra.errors import TributaryError
+from infra.errors import ConfigError, TributaryError
 from infra.settings import Settings
 
 Handler = Callable[[argparse.Namespace, Settings], int]
@@ -135,7 +135,10 @@ def _demo(args: argparse.Namespace, settings: Settings) -> int:
 
 def _query(args: argparse.Namespace, settings: Settings) -> int:
     from infra.spark import get_spark
+    from infra.sql.delta_tables import SPARK_SQL_REFUSED
 
+    if settings.table_format == "delta":
+        raise ConfigError(f"TRIBUTARY_TABLE_FORMAT=delta: {SPARK_SQL_REFUSED}")
     spark = get_spark(settings)
     spark.sql(f"USE {settings.catalog_name}")
     spark.sql(args.sql).show(args.limit, truncate=False)

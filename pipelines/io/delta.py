@@ -69,8 +69,9 @@ class DeltaFormat:
     def qualified(self, name: str) -> str:
         """Delta tables have no Spark SQL name here (that needs delta-spark): fail naming the table."""
         raise ConfigError(
-            f"table {name} is a Delta table, and this operation reads tables through Spark SQL's catalog, which "
-            "holds Iceberg tables only; run it on an Iceberg home (TRIBUTARY_TABLE_FORMAT=iceberg)"
+            f"table {name} is a Delta table, which Spark SQL cannot name here (that needs delta-spark's jars), and "
+            "this operation is Iceberg-only; use its format-neutral entry point (maintenance: run_maintenance or "
+            "the maintenance assets; queries: tributary sql)"
         )
 
     def delta_table(self, name: str, version: int | None = None) -> DeltaTable:

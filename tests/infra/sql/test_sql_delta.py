@@ -9,9 +9,11 @@ import pytest
 
 from infra.errors import ConfigError
 from infra.spark import get_spark
+from infra.sql import server
 from infra.sql.catalog import history
-from infra.sql.local import LocalEngine
+from infra.sql.local import LocalEngine, settings_env
 from infra.sql.spark_engine import spark_query
+from orchestration.cli.main import main
 from pipelines.datasets import default_registry
 from pipelines.datasets.ecommerce.sample_data import generate
 from pipelines.io.formats import table_format
@@ -64,3 +66,14 @@ def test_time_travel_history_and_tables_on_delta(homes):
     assert tables["bronze.events"] == 3000 and GOLD in tables
     with pytest.raises(ConfigError, match="query Delta tables with 'tributary sql'"):
         spark_query(delta, f"SELECT * FROM {GOLD}")
+    with pytest.raises(ConfigError, match="TRIBUTARY_TABLE_FORMAT=delta"):
+        server.start(delta)  # refused before anything starts
+
+
+def test_tributary_query_refuses_a_delta_home(homes, capsys, monkeypatch):
+    _, delta, _ = homes
+    for key, value in settings_env(delta).items():
+        monkeypatch.setenv(key, value)
+    assert main(["query", f"SELECT * FROM {GOLD}"]) == 2
+    err = capsys.readouterr().err
+    assert "query Delta tables with 'tributary sql'" in err and "Traceback" not in err

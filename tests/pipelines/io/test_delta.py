@@ -9,9 +9,11 @@ import sys
 from dataclasses import replace
 from datetime import UTC, datetime
 
+import pytest
 from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
+from infra.errors import ConfigError
 from infra.paths import canonical_all
 from infra.sql.local import LocalEngine
 from pipelines.datasets import default_registry
@@ -21,6 +23,7 @@ from pipelines.io import delta_log
 from pipelines.io.delta import DeltaFormat
 from pipelines.io.formats import table_format
 from pipelines.io.iceberg import IcebergFormat
+from pipelines.ops.maintenance.cleanup import expire_snapshots
 from pipelines.ops.maintenance.procedures import EXPIRE_SNAPSHOTS
 from pipelines.ops.maintenance.runner import compact_data_files, run_maintenance
 from pipelines.ops.table_health import compaction_reason, file_health
@@ -96,6 +99,8 @@ def test_optimize_and_vacuum_between_silver_runs_cost_silver_nothing(spark, fres
     now = datetime.now(UTC)
     vacuumed = run_maintenance(spark, s, registry, "bronze.events", [EXPIRE_SNAPSHOTS], now=now, expire_older_than=now)
     assert any("silver.events" in note for note in vacuumed.notes)
+    with pytest.raises(ConfigError, match=r"Delta table.*Iceberg-only.*run_maintenance"):
+        expire_snapshots(spark, s, registry, "bronze.events", older_than=now)  # Iceberg's own entry point
     run_table(spark, s, registry.get("silver.events"))
 
     ref = classify(load_landing(s.landing))
