@@ -167,6 +167,12 @@ def spark_conf(settings: Settings) -> dict[str, str]:
         # Parquet that Spark writes for Delta tables (pipelines/io/delta.py) must hold timestamps as INT64 microseconds,
         # which the Delta protocol requires (Spark's default is the legacy INT96); Iceberg writes its own Parquet.
         "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
+        # Dates and times as they are (proleptic Gregorian, as Delta, Iceberg and delta-rs store them): Spark's
+        # default refuses to write a year-1 timestamp at all, which would stop a Delta bronze table on one such value.
+        "spark.sql.parquet.datetimeRebaseModeInWrite": "CORRECTED",
+        "spark.sql.parquet.datetimeRebaseModeInRead": "CORRECTED",
+        "spark.sql.parquet.int96RebaseModeInWrite": "CORRECTED",
+        "spark.sql.parquet.int96RebaseModeInRead": "CORRECTED",
         "spark.sql.parquet.compression.codec": "zstd",
         # A micro-batch is cached only for the few actions of one batch write; compressing the cache cost more
         # than it saved (silver on 1 M rows: 22.5 s compressed, 15.8 s not; bench.pipeline stages).

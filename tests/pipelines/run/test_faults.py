@@ -154,10 +154,15 @@ def test_file_with_an_old_modification_time_is_still_ingested(spark, fresh_setti
 
 
 @pytest.mark.slow
-def test_two_cli_runs_at_once_do_not_double_bronze(fresh_settings):
-    s = fresh_settings
+def test_two_cli_runs_at_once_do_not_double_bronze(format_settings):
+    s = format_settings
     report = generate(s.landing, rows=2000, files=2, seed=9)
-    env = {**os.environ, "TRIBUTARY_HOME": str(s.home), "TRIBUTARY_DRIVER_MEMORY": "1g"}
+    env = {
+        **os.environ,
+        "TRIBUTARY_HOME": str(s.home),
+        "TRIBUTARY_DRIVER_MEMORY": "1g",
+        "TRIBUTARY_TABLE_FORMAT": s.table_format,
+    }
     procs = [
         subprocess.Popen(
             [TRIBUTARY, "run", "bronze.events"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
@@ -217,8 +222,8 @@ with table_lock(s, "bronze.events", wait_seconds=0):
 # -- items 6-9: values and bytes that must be quarantined, never stop or stall the pipeline ----------------------
 
 
-def test_year_one_and_year_9999_are_quarantined_and_windows_still_close(spark, fresh_settings):
-    s = fresh_settings
+def test_year_one_and_year_9999_are_quarantined_and_windows_still_close(spark, format_settings):
+    s = format_settings
     generate(s.landing, rows=400, files=1, seed=11)
     _land_lines(s, "bad.json", [_event("ancient", "0001-01-01T00:00:00Z"), _event("future", "9999-12-31T23:59:59Z")])
     names = ["bronze.events", "silver.events", "gold.event_counts_5m"]
@@ -279,8 +284,8 @@ def test_bytes_that_are_not_utf8_are_kept_readable(spark, fresh_settings):
     assert run_query(s, "SELECT count(*) FROM bronze.events WHERE _corrupt_record IS NOT NULL").rows[0][0] == 2
 
 
-def test_every_landed_line_is_one_bronze_row(spark, fresh_settings):
-    s = fresh_settings
+def test_every_landed_line_is_one_bronze_row(spark, format_settings):
+    s = format_settings
     array = "[" + ",".join(_event(f"a{i}", "2026-11-01T10:00:00Z") for i in range(3)) + "]"
     _land_lines(s, "array.json", [array, _event("ok1", "2026-11-01T10:00:00Z")])
     garbage = bytes(range(256)) * 4 + b"\n\r\r\n" + os.urandom(2000).replace(b"\n", b"") + b"\n"
