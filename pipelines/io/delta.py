@@ -113,26 +113,24 @@ class DeltaFormat:
         last = self.delta_table(name).transaction_version(writer)
         return set(range(since, last + 1)) if last is not None and last >= since else set()
 
-    def _write_files(self, df: DataFrame, name: str) -> tuple[Path, list[Path]]:
+    def _write_files(self, df: DataFrame, name: str) -> tuple[Path, list[tuple[Path, int]]]:
         """Write `df` as Parquet under the table's staging folder (on the executors); return the folder and its
-        non-empty data files."""
+        non-empty data files with their rows (from the footers)."""
         staging = self.location(name) / STAGING_DIR / uuid.uuid4().hex
         df.write.parquet(str(staging))
-        files = []
-        for path in sorted(staging.glob("*.parquet")):
-            if pq.read_metadata(path).num_rows:
-                files.append(path)
-        return staging, files
+        counted = ((path, pq.read_metadata(path).num_rows) for path in sorted(staging.glob("*.parquet")))
+        return staging, [(path, n) for path, n in counted if n]
 
-    def _commit(self, name: str, files: list[Path], writer: str | None, batch_id: int, mode: str = "append") -> int:
-        """Move staged files into the table folder and commit them in one version (tagged with the app transaction
-        (writer, batch id) unless `writer` is None); return the rows added."""
+    def _commit(
+        self, name: str, files: list[tuple[Path, int]], writer: str | None, batch_id: int, mode: str = "append"
+    ) -> int:
+        """Move staged files (with their rows) into the table folder and commit them in one version (tagged with the
+        app transaction (writer, batch id) unless `writer` is None); return the rows added."""
         path = self.location(name)
         actions, rows = [], 0
-        for staged in files:
+        for staged, n in files:
             target = path / f"{staged.parent.name[:12]}-{staged.name}"
             os.replace(staged, target)
-            n = pq.read_metadata(target).num_rows
             stat = target.stat()
             stats = json.dumps({"numRecords": n})
             actions.append(AddAction(target.name, stat.st_size, {}, int(stat.st_mtime * 1000), True, stats))
@@ -143,7 +141,7 @@ class DeltaFormat:
             custom_metadata={WRITER_KEY: writer, BATCH_KEY: str(batch_id)} if writer else None,
         )
         dt.create_write_transaction(actions, mode, dt.schema(), commit_properties=properties)
-        for staged in files:
+        for staged, _ in files:
             shutil.rmtree(staged.parent, ignore_errors=True)
         dt = DeltaTable(str(path))
         delta_log.sync_feed(path, dt.version())
@@ -160,9 +158,8 @@ class DeltaFormat:
     def stage_append(self, df: DataFrame, name: str, writer: str, batch_id: int) -> Staged:
         """Write the batch's files under the staging folder, not yet part of any version."""
         _, files = self._write_files(df, name)
-        rows = sum(pq.read_metadata(f).num_rows for f in files)
         version = self.delta_table(name).version()
-        return Staged(version, None, rows, tuple(str(f) for f in files), writer, batch_id)
+        return Staged(version, None, sum(n for _, n in files), tuple(str(f) for f, _ in files), writer, batch_id)
 
     def read_staged(self, spark: SparkSession, name: str, staged: Staged) -> DataFrame:
         """The staged files' rows, with the table's schema."""
@@ -173,12 +170,12 @@ class DeltaFormat:
 
     def publish(self, spark: SparkSession, name: str, staged: Staged) -> None:
         """Commit the staged files in one version with the staged batch's app transaction."""
-        files = [Path(f) for f in staged.files]
+        files = [(Path(f), pq.read_metadata(f).num_rows) for f in staged.files]
         try:
             self._commit(name, files, staged.writer, staged.batch_id)
         finally:
             if files:
-                shutil.rmtree(files[0].parent, ignore_errors=True)
+                shutil.rmtree(files[0][0].parent, ignore_errors=True)
 
     def changed_days(self, spark: SparkSession, name: str, column: str, since: datetime) -> list[date]:
         """The distinct days in the files that versions committed at or after `since` added (Delta tables are not
@@ -307,7 +304,7 @@ class DeltaFormat:
         """Whether the table's Delta log exists (no JVM needed)."""
         return DeltaTable.is_deltatable(str(self.location(name)))
 
-    def _snapshot(self, name: str, commit: Commit) -> Snapshot:
+    def _snapshot(self, commit: Commit) -> Snapshot:
         summary = {"operation": commit.operation, "added-data-files": str(len(commit.appended))}
         summary["added-records"] = str(commit.added_records)
         for key in (WRITER_KEY, BATCH_KEY):
@@ -319,7 +316,7 @@ class DeltaFormat:
     def current_snapshot(self, spark: SparkSession | None, name: str) -> Snapshot | None:
         """The current version as a snapshot (id = version)."""
         path = self.location(name)
-        return self._snapshot(name, read_commit(path, self.delta_table(name).version()))
+        return self._snapshot(read_commit(path, self.delta_table(name).version()))
 
     def last_data_snapshot(self, spark: SparkSession | None, name: str) -> Snapshot | None:
         """The newest version that is not a compaction."""
@@ -328,7 +325,7 @@ class DeltaFormat:
         commit = read_commit(path, version)
         while commit.operation == "replace" and commit.version > 0:
             commit = read_commit(path, commit.version - 1)
-        return self._snapshot(name, commit)
+        return self._snapshot(commit)
 
     def stats(self, spark: SparkSession | None, name: str) -> TableStats:
         """Version, rows, files and bytes from the current version's add actions (no data read)."""

@@ -57,8 +57,9 @@ class TableFormats:
             return known
         default = self.settings.table_format
         other = "iceberg" if default == "delta" else "delta"
-        chosen = other if not self._probe(default, name) and self._probe(other, name) else default
-        if self._probe(chosen, name):
+        in_default = self._probe(default, name)
+        chosen = other if not in_default and self._probe(other, name) else default
+        if in_default or chosen == other:  # it exists: its format will not change while this object lives
             self._known[name] = chosen
         return chosen
 
