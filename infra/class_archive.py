@@ -16,12 +16,15 @@ the file is always safe: JVMs start without it until the next `tributary setup`.
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import shutil
 import subprocess
 from pathlib import Path
 
 from infra.settings import Settings
+
+log = logging.getLogger(__name__)
 
 # CDS messages (an archive made for another class path, classes skipped while dumping) are not the user's business.
 QUIET = "-Xlog:cds*=off"
@@ -96,18 +99,32 @@ def _alive(pid: int) -> bool:
 
 def promote(candidate: Path, target: Path, java_home: str, class_path: str) -> bool:
     """Map `candidate` in a fresh JVM with the class path it was made for, verifying every byte; rename it to
-    `target` when that works, delete it otherwise. Returns whether `target` now holds it."""
-    java = Path(java_home) / "bin" / "java"
-    # A damaged archive crashes this JVM: no crash report or core file is left behind.
-    crash = ["-XX:ErrorFile=/dev/null", "-XX:-CreateCoredumpOnCrash"]
-    command = [str(java), "-Xshare:on", "-XX:+VerifySharedSpaces", f"-XX:SharedArchiveFile={candidate}", QUIET, *crash]
-    try:
-        checked = subprocess.run([*command, "-cp", class_path, "-version"], capture_output=True, timeout=120)
-        ok = candidate.is_file() and checked.returncode == 0
-    except (OSError, subprocess.TimeoutExpired):
-        ok = False
-    if not ok:
+    `target` when that works, delete it otherwise (logging the JVM's reason). Returns whether `target` now holds it."""
+    reason = refusal(candidate, java_home, class_path)
+    if reason is not None:
+        log.warning("class archive %s not used: %s", candidate.name, reason)
         candidate.unlink(missing_ok=True)
         return False
     os.replace(candidate, target)
     return True
+
+
+def refusal(candidate: Path, java_home: str, class_path: str) -> str | None:
+    """Why a JVM with this class path cannot map `candidate` (None when it maps and verifies)."""
+    java = Path(java_home) / "bin" / "java"
+    # A damaged archive crashes this JVM: no crash report or core file is left behind. A small heap: the check
+    # must not fail for want of memory while pipelines run beside it (the default reserves a quarter of RAM).
+    crash = ["-XX:ErrorFile=/dev/null", "-XX:-CreateCoredumpOnCrash", "-Xmx64m"]
+    command = [str(java), "-Xshare:on", "-XX:+VerifySharedSpaces", f"-XX:SharedArchiveFile={candidate}", *crash]
+    if not candidate.is_file():
+        return "no archive was written"
+    try:
+        # Not quiet: on failure the JVM's CDS warnings name the cause (a class path entry, another JDK build).
+        checked = subprocess.run([*command, "-cp", class_path, "-version"], capture_output=True, text=True, timeout=120)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"the check could not run ({exc})"
+    if checked.returncode == 0:
+        return None
+    said = [line.strip() for line in (checked.stdout + checked.stderr).splitlines()]
+    lines = [line for line in said if line and not line.startswith("#")]  # '#' lines: a crash report's banner
+    return f"exit {checked.returncode}: " + (" | ".join(lines[-4:]) or "the JVM crashed mapping it (damaged)")

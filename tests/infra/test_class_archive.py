@@ -55,7 +55,7 @@ def jvm_paths(spark) -> tuple[str, str]:
     return jvm.System.getProperty("java.home"), jvm.System.getProperty("java.class.path")
 
 
-def test_a_damaged_archive_is_deleted_not_promoted(base_settings, jvm_paths, tmp_path):
+def test_a_damaged_archive_is_deleted_not_promoted(base_settings, jvm_paths, tmp_path, caplog):
     """A truncated archive would crash every JVM that maps it: it must never reach the archive's name."""
     recorded = class_archive.archive_path(base_settings)
     candidate, target = tmp_path / ".archive.tmp", tmp_path / "archive.jsa"
@@ -63,12 +63,13 @@ def test_a_damaged_archive_is_deleted_not_promoted(base_settings, jvm_paths, tmp
         candidate.write_bytes(source.read(4 << 20))
     assert class_archive.promote(candidate, target, *jvm_paths) is False
     assert not candidate.exists() and not target.exists()
+    assert "class archive .archive.tmp not used: exit " in caplog.text
 
 
-def test_a_whole_archive_is_verified_then_renamed_into_place(base_settings, jvm_paths, tmp_path):
+def test_a_whole_archive_is_verified_then_renamed_into_place(base_settings, jvm_paths, tmp_path, caplog):
     candidate, target = tmp_path / ".archive.tmp", tmp_path / "archive.jsa"
     shutil.copyfile(class_archive.archive_path(base_settings), candidate)
-    assert class_archive.promote(candidate, target, *jvm_paths) is True
+    assert class_archive.promote(candidate, target, *jvm_paths) is True, caplog.text
     assert target.is_file() and not candidate.exists()
 
 
