@@ -21,6 +21,7 @@ from datetime import date
 from pathlib import Path
 
 from infra.errors import ConfigError
+from infra.kafka import KafkaSettings
 
 TABLE_FORMATS = ("iceberg", "delta")
 PREFIX = "TRIBUTARY_"
@@ -184,6 +185,8 @@ class Settings:
     lock_wait_seconds: int = 900
     # Landing batches of at least this many MB are staged, audited, then published (pipelines/write/file_health.py).
     stage_landing_mb: int = 32
+    # Kafka brokers and client settings (infra/kafka.py).
+    kafka: KafkaSettings = field(default_factory=KafkaSettings)
 
     @classmethod
     def from_env(cls, home: Path | str | None = None) -> Settings:
@@ -221,6 +224,7 @@ class Settings:
             alert_webhook=_env("ALERT_WEBHOOK"),
             lock_wait_seconds=_non_negative_int("LOCK_WAIT", "900"),
             stage_landing_mb=_non_negative_int("STAGE_LANDING_MB", "32"),
+            kafka=KafkaSettings.from_env(),
         )
         settings.validate()
         return settings

@@ -10,12 +10,14 @@ from infra.errors import ConfigError
 from pipelines.authoring import schemas
 from pipelines.authoring.declarations import Declaration, DeclarationError, Param
 from pipelines.run.streams import late_output
-from pipelines.spec.expectations import Expectation, not_null, schema_matches
+from pipelines.spec.expectations import Expectation, not_null, schema_matches, unique
 from pipelines.spec.registry import Registry
 from pipelines.spec.rules import Rule, landed_rules
-from pipelines.spec.tables import FileSource, OutputTable, StaticSource, TableSource, TableSpec
+from pipelines.spec.tables import KafkaSource, LandingSource, OutputTable, StaticSource, TableSource, TableSpec
 
 LANDING_CHECKS = (not_null("_source_file"), not_null("_ingested_at"), not_null("_batch_id"))
+# Every Kafka message lands once: its (topic, partition, offset) is unique in the table.
+KAFKA_CHECKS = (unique("_kafka_topic", "_kafka_partition", "_kafka_offset"),)
 
 
 def ordered(declarations: Iterable[Declaration]) -> list[Declaration]:
@@ -74,6 +76,8 @@ def _caller(d: Declaration) -> Callable[..., DataFrame]:
 
 def _checks(d: Declaration, kind_checks: tuple[Expectation, ...]) -> tuple[Expectation, ...]:
     landing = LANDING_CHECKS if d.source is not None and d.layer == "bronze" else ()
+    if isinstance(d.source, KafkaSource):
+        landing = (*landing, *KAFKA_CHECKS)
     out: list[Expectation] = []
     for check in (schema_matches(), *landing, *kind_checks, *d.checks):
         if check not in out:
@@ -104,7 +108,7 @@ def build_spec(d: Declaration, specs: dict[str, TableSpec]) -> TableSpec:
         raise d.error("recompute(...) reads one upstream table", "read other tables whole (parameter = static)")
     main = d.params and _runner_params(d)[0]
     upstream = specs.get(main.table) if main else None
-    landed = upstream is not None and isinstance(upstream.source, FileSource)
+    landed = upstream is not None and isinstance(upstream.source, LandingSource)
     rules: tuple[Rule, ...] = (*landed_rules(upstream.name), *d.rules) if kind.validates and landed else d.rules
     call = _caller(d)
     transform = kind.transform(d, rules, call)

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from infra.errors import ConfigError
-from pipelines.spec.tables import LAYERS, FileSource, Layer, MaintenancePolicy, Watermark
+from pipelines.spec.tables import LAYERS, LandingSource, Layer, MaintenancePolicy, Watermark
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -80,7 +80,7 @@ class Declaration:
     module: str
     write: Kind
     params: tuple[Param, ...] = ()
-    source: FileSource | None = None
+    source: LandingSource | None = None
     keys: tuple[str, ...] = ()
     watermark: Watermark | None = None
     late: bool = False

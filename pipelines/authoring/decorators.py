@@ -9,6 +9,7 @@ table read whole), and it returns a DataFrame whose schema becomes the table's.
 from __future__ import annotations
 
 import inspect
+import os
 from collections.abc import Callable
 from dataclasses import replace
 from typing import Any, Literal
@@ -27,7 +28,15 @@ from pipelines.authoring.declarations import (
 )
 from pipelines.authoring.kinds import Kind, append
 from pipelines.spec.rules import Action, Rule
-from pipelines.spec.tables import FileSource, Layer, MaintenancePolicy, SchemaEvolution, Watermark
+from pipelines.spec.tables import (
+    FileSource,
+    KafkaSource,
+    LandingSource,
+    Layer,
+    MaintenancePolicy,
+    SchemaEvolution,
+    Watermark,
+)
 
 _RULES = "__tributary_rules__"
 _DECLARED = "__tributary_table__"
@@ -68,6 +77,43 @@ def files(
         reject_file_ratio=reject_file_ratio,
         archive=archive,
     )
+
+
+def kafka(
+    *topics: str,
+    format: Literal["json", "csv", "raw"] = "json",
+    schema: StructType | None = None,
+    pattern: str | None = None,
+    max_offsets_per_batch: int = 100_000,
+    fail_on_data_loss: bool = True,
+    options: dict[str, str] | None = None,
+    schema_evolution: SchemaEvolution = "rescue",
+) -> KafkaSource:
+    """Messages of Kafka `topics` (or the topics matching `pattern`), each value parsed with `schema` (docs/kafka.md).
+
+    The brokers come from `TRIBUTARY_KAFKA_BOOTSTRAP`; `options` are librdkafka consumer settings of this source.
+    `format="raw"` keeps each value as text in a `value` column (no schema needed).
+    """
+    if schema is None:
+        if format != "raw":
+            raise DeclarationError(f"{place(depth=2)}: kafka(...) with format={format!r} needs schema=")
+        schema = StructType.fromDDL("value string")
+    return KafkaSource(
+        topics=tuple(topics),
+        format=format,
+        schema=schema,
+        pattern=pattern,
+        max_offsets_per_batch=max_offsets_per_batch,
+        fail_on_data_loss=fail_on_data_loss,
+        options=tuple(sorted((options or {}).items())),
+        schema_evolution=schema_evolution,
+    )
+
+
+def setting(name: str, default: str) -> str:
+    """The value of the `TRIBUTARY_<NAME>` variable (or `default`): for choices a dataset makes per deployment,
+    e.g. `kafka(...) if tb.setting("EVENTS_SOURCE", "files") == "kafka" else files(...)`."""
+    return os.environ.get(f"TRIBUTARY_{name.upper()}") or default
 
 
 def watermark(column: str, delay: str, earliest: str = "1970-01-01", max_future: str = "1 day") -> Watermark:
@@ -114,8 +160,10 @@ def _declare(layer: Layer, fn: Callable[..., Any], options: dict[str, Any]) -> C
     source = options.pop("source", None)
     parameters = list(inspect.signature(fn).parameters.values())
     if source is not None:
-        if not isinstance(source, FileSource):
-            raise DeclarationError(f"{where}: source= takes files(...); tables are read through parameters")
+        if not isinstance(source, LandingSource):
+            raise DeclarationError(
+                f"{where}: source= takes files(...) or kafka(...); tables are read through parameters"
+            )
         if len(parameters) != 1:
             raise DeclarationError(f"{where}: a function over landed files takes one parameter, the landed rows")
         params: tuple[Param, ...] = ()
@@ -152,9 +200,9 @@ def _layer(layer: Layer) -> Callable[..., Any]:
     decorator.__name__ = layer
     decorator.__doc__ = (
         f"Declare a {layer} table from the decorated function. Options: name, write (a kind; default append()), "
-        "source (files(...)), keys, watermark, late (a `<table>_late` table for the rows Spark would drop as late), "
-        "partition_by, schema (a contract), checks (dataset expectations), description, maintenance, format ('iceberg' "
-        "or 'delta'; default TRIBUTARY_TABLE_FORMAT)."
+        "source (files(...) or kafka(...)), keys, watermark, late (a `<table>_late` table for the rows Spark would "
+        "drop as late), partition_by, schema (a contract), checks (dataset expectations), description, maintenance, "
+        "format ('iceberg' or 'delta'; default TRIBUTARY_TABLE_FORMAT)."
     )
     return decorator
 
@@ -164,14 +212,15 @@ silver = _layer("silver")
 gold = _layer("gold")
 
 
-def landing(table: str, source: FileSource, **options: Any) -> None:
-    """Declare a table that keeps landed files as read (no function): e.g. `landing("bronze.events", files(...))`."""
+def landing(table: str, source: LandingSource, **options: Any) -> None:
+    """Declare a table that keeps landed files or Kafka messages as read (no function): e.g.
+    `landing("bronze.events", files(...))` or `landing("bronze.events", kafka("events", schema=...))`."""
     where = place(depth=2)
     layer, _, name = table.partition(".")
     if layer not in ("bronze", "silver", "gold") or not name:
         raise DeclarationError(f"{where}: landing({table!r}): name the table <layer>.<table>, e.g. 'bronze.events'")
-    if not isinstance(source, FileSource):
-        raise DeclarationError(f"{where}: landing({table!r}) reads files(...), got {source!r}")
+    if not isinstance(source, LandingSource):
+        raise DeclarationError(f"{where}: landing({table!r}) reads files(...) or kafka(...), got {source!r}")
     description = _description(None, options.pop("description", None))
     record(
         Declaration(

@@ -15,7 +15,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import ArrayType, BooleanType, LongType, StringType, StructField, StructType, TimestampType
 
 from pipelines.authoring.declarations import Built, Declaration, Kind
-from pipelines.io.landing_parse import CORRUPT_COLUMN, LANDED_LINEAGE
+from pipelines.io.landing_parse import CORRUPT_COLUMN, KAFKA_LINEAGE, LANDED_LINEAGE
 from pipelines.spec.expectations import row_count_vs_upstream, unique
 from pipelines.spec.rules import REASONS_COLUMN, WARNINGS_COLUMN, Rule, apply_rules, passes_rules
 from pipelines.spec.tables import OutputTable
@@ -24,7 +24,7 @@ from pipelines.write.sinks import QUARANTINE_IDENTITY, AppendSink, RecomputeMerg
 
 BATCH_ID = StructField("_batch_id", LongType())
 # Landing columns a refined table leaves behind (they stay in bronze and in the quarantine table).
-LANDING_ONLY = frozenset(f.name for f in LANDED_LINEAGE if f.name != "_source_file")
+LANDING_ONLY = frozenset(f.name for f in (*LANDED_LINEAGE, *KAFKA_LINEAGE) if f.name != "_source_file")
 WORKING = frozenset({QUARANTINE_IDENTITY, REASONS_COLUMN, WARNINGS_COLUMN, "_batch_id"})
 # The landed record (and corrupt line) carried through a dedupe table's function for its quarantine rows.
 _LANDED = "_tributary_landed"

@@ -27,7 +27,8 @@ from pyspark.sql.types import StructType
 
 from infra.errors import ConfigError, first_line
 from infra.files import write_atomically
-from pipelines.io.landing_parse import LANDED_LINEAGE
+from pipelines.io.landing_parse import KAFKA_LINEAGE, LANDED_LINEAGE
+from pipelines.spec.tables import KafkaSource
 
 if TYPE_CHECKING:
     from pipelines.authoring.declarations import Declaration
@@ -62,7 +63,8 @@ def empty_stream(spark: SparkSession, schema: StructType) -> DataFrame:
 def landed_schema(d: Declaration) -> StructType:
     """What a file source's function receives: the declared landing fields, then the lineage columns."""
     assert d.source is not None
-    return StructType([*d.source.schema.fields, *LANDED_LINEAGE])
+    kafka = KAFKA_LINEAGE if isinstance(d.source, KafkaSource) else ()
+    return StructType([*d.source.schema.fields, *LANDED_LINEAGE, *kafka])
 
 
 def input_frames(d: Declaration, specs: Mapping[str, TableSpec], streaming: bool = True) -> list[DataFrame]:

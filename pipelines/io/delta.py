@@ -21,6 +21,7 @@ import json
 import os
 import shutil
 import uuid
+from collections.abc import Mapping
 from datetime import date, datetime
 from pathlib import Path
 
@@ -122,7 +123,7 @@ class DeltaFormat:
         return staging, [(path, n) for path, n in counted if n]
 
     def _commit(
-        self, name: str, files: list[tuple[Path, int]], writer: str | None, batch_id: int, mode: str = "append"
+        self, name: str, files: list[tuple[Path, int]], writer: str | None, batch_id: int, mode: str = "append", **extra
     ) -> int:
         """Move staged files (with their rows) into the table folder and commit them in one version (tagged with the
         app transaction (writer, batch id) unless `writer` is None); return the rows added."""
@@ -138,7 +139,7 @@ class DeltaFormat:
         dt = self.delta_table(name)
         properties = CommitProperties(
             app_transactions=[Transaction(writer, batch_id)] if writer else None,
-            custom_metadata={WRITER_KEY: writer, BATCH_KEY: str(batch_id)} if writer else None,
+            custom_metadata={WRITER_KEY: writer, BATCH_KEY: str(batch_id), **extra} if writer else None,
         )
         dt.create_write_transaction(actions, mode, dt.schema(), commit_properties=properties)
         for staged, _ in files:
@@ -147,11 +148,12 @@ class DeltaFormat:
         delta_log.sync_feed(path, dt.version())
         return rows
 
-    def append(self, df: DataFrame, name: str, writer: str, batch_id: int) -> int:
-        """One Delta version adding the batch's files, carrying the app transaction (writer, batch id)."""
+    def append(self, df: DataFrame, name: str, writer: str, batch_id: int, properties: Mapping | None = None) -> int:
+        """One Delta version adding the batch's files, carrying the app transaction (writer, batch id) and
+        `properties` (in its commit info)."""
         staging, files = self._write_files(df, name)
         try:
-            return self._commit(name, files, writer, batch_id)
+            return self._commit(name, files, writer, batch_id, **(properties or {}))
         finally:
             shutil.rmtree(staging, ignore_errors=True)
 
@@ -326,6 +328,13 @@ class DeltaFormat:
         while commit.operation == "replace" and commit.version > 0:
             commit = read_commit(path, commit.version - 1)
         return self._snapshot(commit)
+
+    def latest_property(self, spark: SparkSession | None, name: str, key: str) -> str | None:
+        """`key` of the newest version's commit info that holds it."""
+        path, version = self.location(name), self.delta_table(name).version()
+        while version >= 0 and key not in (info := read_commit(path, version).info):
+            version -= 1
+        return None if version < 0 else str(info[key])
 
     def stats(self, spark: SparkSession | None, name: str) -> TableStats:
         """Version, rows, files and bytes from the current version's add actions (no data read)."""

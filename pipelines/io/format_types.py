@@ -3,6 +3,7 @@ and the types the formats share. `pipelines.io.formats.table_format` picks the a
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from pathlib import Path
@@ -68,8 +69,15 @@ class TableFormat(Protocol):
         """Batch ids of at least `since` that `writer` has already committed to `name`."""
         ...
 
-    def append(self, df: DataFrame, name: str, writer: str, batch_id: int) -> int:
-        """Append `df` as one commit tagged with the writer and batch id; return the rows added."""
+    def append(
+        self, df: DataFrame, name: str, writer: str, batch_id: int, properties: Mapping[str, str] | None = None
+    ) -> int:
+        """Append `df` as one commit tagged with the writer and batch id (and `properties`, kept with the commit:
+        a Kafka source's end offsets); return the rows added."""
+        ...
+
+    def latest_property(self, spark: SparkSession | None, name: str, key: str) -> str | None:
+        """`key` of the newest commit on the table's current line that carries it (None when none does)."""
         ...
 
     def stage_append(self, df: DataFrame, name: str, writer: str, batch_id: int) -> Staged:

@@ -10,6 +10,7 @@ gold table can read an Iceberg silver stream and the other way round. The operat
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import date, datetime
 from pathlib import Path
 
@@ -96,8 +97,13 @@ class TableFormats:
     def committed_batches(self, spark: SparkSession, name: str, writer: str, since: int = 0) -> set[int]:
         return self.adapter(name).committed_batches(spark, name, writer, since)
 
-    def append(self, df: DataFrame, name: str, writer: str, batch_id: int) -> int:
-        return self.adapter(name).append(df, name, writer, batch_id)
+    def append(
+        self, df: DataFrame, name: str, writer: str, batch_id: int, properties: Mapping[str, str] | None = None
+    ) -> int:
+        return self.adapter(name).append(df, name, writer, batch_id, properties)
+
+    def latest_property(self, spark: SparkSession | None, name: str, key: str) -> str | None:
+        return self.adapter(name).latest_property(spark, name, key)
 
     def stage_append(self, df: DataFrame, name: str, writer: str, batch_id: int) -> Staged:
         return self.adapter(name).stage_append(df, name, writer, batch_id)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Mapping
 from datetime import UTC, date, datetime
 from pathlib import Path
 
@@ -86,18 +87,17 @@ class IcebergFormat:
         never published is on no branch)."""
         return iceberg_history.committed_batches(spark, self.qualified(name), writer, since)
 
-    def append(self, df: DataFrame, name: str, writer: str, batch_id: int) -> int:
-        """One Iceberg commit whose snapshot summary names the writer and batch (the idempotence key).
+    def append(
+        self, df: DataFrame, name: str, writer: str, batch_id: int, properties: Mapping[str, str] | None = None
+    ) -> int:
+        """One Iceberg commit whose snapshot summary names the writer and batch (the idempotence key), and holds
+        `properties`.
 
         Returns the rows the commit added, read back from the snapshot summary rather than counted.
         """
         qualified = self.qualified(name)
-        (
-            df.writeTo(qualified)
-            .option(f"snapshot-property.{WRITER_PROPERTY}", writer)
-            .option(f"snapshot-property.{BATCH_PROPERTY}", str(batch_id))
-            .append()
-        )
+        summary = {WRITER_PROPERTY: writer, BATCH_PROPERTY: str(batch_id), **(properties or {})}
+        df.writeTo(qualified).options(**{f"snapshot-property.{k}": v for k, v in summary.items()}).append()
         return iceberg_history.added_rows(df.sparkSession, qualified, writer, batch_id)
 
     def stage_append(self, df: DataFrame, name: str, writer: str, batch_id: int) -> Staged:
@@ -302,6 +302,29 @@ class IcebergFormat:
         while snapshot is not None and snapshot.operation == "replace" and snapshot.parent_id is not None:
             snapshot = metadata.snapshots.get(int(snapshot.parent_id))
         return snapshot
+
+    def latest_property(self, spark: SparkSession | None, name: str, key: str) -> str | None:
+        """Walk the main branch from its current snapshot to the newest summary holding `key` (local metadata, else
+        the snapshots and history tables through Spark)."""
+        metadata = self._local_metadata(name)
+        if metadata is not None:
+            snapshot = metadata.current
+            while snapshot is not None and key not in snapshot.summary:
+                parent = snapshot.parent_id
+                snapshot = metadata.snapshots.get(int(parent)) if parent is not None else None
+            return None if snapshot is None else snapshot.summary[key]
+        qualified = self.qualified(name)
+        rows = (
+            self._session(spark)
+            .sql(
+                f"SELECT s.summary[:key] AS v FROM {qualified}.snapshots s JOIN {qualified}.history h "
+                "ON s.snapshot_id = h.snapshot_id WHERE h.is_current_ancestor AND s.summary[:key] IS NOT NULL "
+                "ORDER BY h.made_current_at DESC LIMIT 1",
+                args={"key": key},
+            )
+            .collect()
+        )
+        return rows[0].v if rows else None
 
     def stats(self, spark: SparkSession | None, name: str) -> TableStats:
         """Numbers from the current snapshot's summary, which every Iceberg commit keeps up to date (no scan)."""

@@ -24,7 +24,16 @@ from pathlib import Path
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
-from pyspark.sql.types import IntegerType, MapType, StringType, StructField, StructType, TimestampType
+from pyspark.sql.types import (
+    BinaryType,
+    IntegerType,
+    LongType,
+    MapType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
+)
 
 from infra.paths import open_landed
 from pipelines.spec.tables import FileSource
@@ -39,6 +48,15 @@ LANDED_LINEAGE = (
     StructField(REJECTED_COLUMN, StringType()),  # why the row's file was rejected (pipelines.write.file_health)
     StructField("_source_file", StringType()),
     StructField("_ingested_at", TimestampType()),
+)
+# The columns a Kafka message adds after those (`_source_file` holds `kafka://<topic>/<partition>/<offset>`);
+# prefixed: `_partition` is a metadata column name Iceberg reserves.
+KAFKA_LINEAGE = (
+    StructField("_kafka_topic", StringType()),
+    StructField("_kafka_partition", IntegerType()),
+    StructField("_kafka_offset", LongType()),
+    StructField("_kafka_timestamp", TimestampType()),
+    StructField("_kafka_key", BinaryType()),
 )
 BOM = "\ufeff"
 _TEXT_MAP = MapType(StringType(), StringType())
@@ -118,9 +136,10 @@ def _header_problem(names: tuple[str, ...], declared: list[str]) -> str | None:
     return None
 
 
-def clean_lines(df: DataFrame, *extra: Column) -> DataFrame:
+def clean_lines(df: DataFrame, *extra: Column, keep_blank: bool = False) -> DataFrame:
     """`_line` (valid UTF-8, without BOM or trailing CR), `_utf8` (whether the landed bytes were valid UTF-8),
-    `_metadata` and `extra` of every non-blank line read as text.
+    `_metadata` and `extra` of every non-blank line read as text (every record with `keep_blank`: a Kafka
+    message is one record even when empty).
 
     Each step is its own projection so the decoded line is computed once per row; plain string tests, not a
     regular expression (a `\\r$` pattern is tried at every position of every line).
@@ -134,17 +153,18 @@ def clean_lines(df: DataFrame, *extra: Column) -> DataFrame:
     )
     text = F.col("_no_bom")
     cleaned = F.when(text.endswith("\r"), text.substr(F.lit(1), F.length(text) - 1)).otherwise(text)
-    return no_bom.select(cleaned.alias("_line"), "_utf8", "_metadata", *extra).filter(F.col("_line").rlike("\\S"))
+    lines = no_bom.select(cleaned.alias("_line"), "_utf8", "_metadata", *extra)
+    return lines if keep_blank else lines.filter(F.col("_line").rlike("\\S"))
 
 
-def parse_json_lines(df: DataFrame, source: FileSource) -> DataFrame:
+def parse_json_lines(df: DataFrame, source: FileSource, keep_blank: bool = False) -> DataFrame:
     """Typed rows, `_corrupt_record` and `_rescued_data` from JSON lines read as text (with `_metadata`).
 
     Every line is parsed typed and its top-level keys listed (`json_object_keys`: NULL when the line is not a
     JSON object); the text of every value is parsed only for the rare line that needs `_rescued_data`.
     """
     options = {**dict(source.options), "columnNameOfCorruptRecord": CORRUPT_COLUMN}
-    parsed = clean_lines(df).select(
+    parsed = clean_lines(df, keep_blank=keep_blank).select(
         F.from_json("_line", with_corrupt(source.schema), options).alias("_typed"),
         F.json_object_keys("_line").alias("_keys"),
         "_utf8",
@@ -169,7 +189,7 @@ def parse_json_lines(df: DataFrame, source: FileSource) -> DataFrame:
     )
 
 
-def parse_csv_lines(df: DataFrame, source: FileSource, headers: CsvHeaders) -> DataFrame:
+def parse_csv_lines(df: DataFrame, source: FileSource, headers: CsvHeaders, keep_blank: bool = False) -> DataFrame:
     """Typed rows by header name, `_corrupt_record` and `_rescued_data` from CSV lines read as text.
 
     A row of a file without a known layout (landed after its header was read) has `_layout` NULL; the batch
@@ -180,7 +200,7 @@ def parse_csv_lines(df: DataFrame, source: FileSource, headers: CsvHeaders) -> D
         if headers.by_file
         else F.create_map().cast(MapType(StringType(), IntegerType()))
     )
-    lines = clean_lines(df, layout_of[file_name(F.col("_metadata.file_path"))].alias("_layout"))
+    lines = clean_lines(df, layout_of[file_name(F.col("_metadata.file_path"))].alias("_layout"), keep_blank=keep_blank)
     header = _case(F.col("_layout"), [F.lit(h) for h in headers.header_lines], F.lit(None).cast("string"))
     lines = lines.filter(header.isNull() | (F.col("_line") != header))
     options = {k: v for k, v in source.options if k not in _READER_ONLY}

@@ -29,10 +29,11 @@ from pipelines.io.sources import (
     read_files,
 )
 from pipelines.run import streams
+from pipelines.run.kafka_run import run_kafka_table
 from pipelines.run.locks import table_lock
 from pipelines.run.report import RunReport, fill_from_progress
 from pipelines.spec.modes import check_query_mode
-from pipelines.spec.tables import FileSource, StaticSource, TableSource, TableSpec
+from pipelines.spec.tables import FileSource, KafkaSource, StaticSource, TableSource, TableSpec
 from pipelines.write import file_health
 from pipelines.write.sinks import BatchContext
 
@@ -111,7 +112,10 @@ def run_table(spark: Session, settings: Settings, spec: TableSpec) -> RunReport:
     with ExitStack() as held:
         with clock.stage("lock"):
             held.enter_context(table_lock(settings, spec.name, settings.lock_wait_seconds))
-        report = _run_locked(spark, settings, spec, clock, started)
+        if isinstance(spec.source, KafkaSource):
+            report = run_kafka_table(spark, settings, spec, clock, prepare_tables)
+        else:
+            report = _run_locked(spark, settings, spec, clock, started)
     report.stages = clock.rounded()
     return report
 

@@ -8,12 +8,13 @@ from infra.errors import ConfigError
 from infra.identifiers import validate_table_name
 from pipelines.spec.modes import check_spec_modes
 from pipelines.spec.strategy import Sink
-from pipelines.spec.tables import LAYERS, FileSource, TableSource, TableSpec
+from pipelines.spec.tables import LAYERS, FileSource, KafkaSource, LandingSource, TableSource, TableSpec
 
 
-def _check_file_spec(spec: TableSpec) -> None:
-    """A file source's transform runs per micro-batch, after each landed file is checked (write.file_health)."""
-    assert isinstance(spec.source, FileSource)
+def _check_landing_spec(spec: TableSpec) -> None:
+    """A landing source's transform runs per batch, after each landed file is checked (write.file_health) or
+    each Kafka message is parsed (pipelines.run.kafka_run)."""
+    assert isinstance(spec.source, LandingSource)
     spec.source.validate(spec.name)
     streaming = {
         "a watermark": spec.watermark is not None,
@@ -24,8 +25,9 @@ def _check_file_spec(spec: TableSpec) -> None:
     for what, declared in streaming.items():
         if declared:
             raise ConfigError(
-                f"table {spec.name!r} reads landed files and declares {what}; a file-source table is written per "
-                "micro-batch: land rows in bronze and declare windows, joins and watermarks on a table that reads it"
+                f"table {spec.name!r} reads {'Kafka' if isinstance(spec.source, KafkaSource) else 'landed files'}"
+                f" and declares {what}; a landing table is written per batch: land rows in bronze and declare "
+                "windows, joins and watermarks on a table that reads it"
             )
     if spec.source.schema_evolution == "add_new_columns" and spec.layer != "bronze":
         raise ConfigError(
@@ -67,8 +69,9 @@ class Registry:
                     "pipelines.spec.strategy.Sink (or use one of pipelines.write)"
                 )
             spec.maintenance.validate(spec.name)
+            if isinstance(spec.source, LandingSource):
+                _check_landing_spec(spec)
             if isinstance(spec.source, FileSource):
-                _check_file_spec(spec)
                 _check_archived_folder(spec, folders.setdefault(spec.source.dataset, spec))
             if spec.output.name.split(".")[0] != spec.layer:
                 raise ConfigError(f"table {spec.name!r} must live in the {spec.layer!r} namespace")

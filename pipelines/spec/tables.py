@@ -23,6 +23,7 @@ SchemaEvolution = Literal["rescue", "add_new_columns", "fail"]
 SCHEMA_EVOLUTION_MODES: tuple[SchemaEvolution, ...] = ("rescue", "add_new_columns", "fail")
 FILES_SUFFIX = "_files"
 LAYERS: tuple[Layer, ...] = ("bronze", "silver", "gold")
+_TOPIC = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
 _SORT_ITEM = re.compile(rf"^{COLUMN_PATTERN}( (asc|desc))?( nulls (first|last))?$", re.IGNORECASE)
 
 
@@ -61,6 +62,59 @@ class FileSource:
                 f"table {table!r}: reject_file_ratio={ratio!r} is invalid; it must be a number in (0, 1] "
                 "(the share of corrupt rows at which a landed file is rejected whole; default 0.5)"
             )
+
+
+@dataclass(frozen=True)
+class KafkaSource:
+    """Messages of Kafka topics, read in bounded runs into a bronze table (docs/kafka.md).
+
+    Each run reads from the offsets committed with the table's last write up to the end offsets when it starts,
+    in batches of at most `max_offsets_per_batch` messages, and commits each batch's rows with its end offsets in
+    one table commit. `format` says how a value is parsed (`json` objects or `csv` lines by the schema's column
+    order, `raw`: the value as text in a `value` column). Offsets deleted by retention before they were read stop
+    the run unless `fail_on_data_loss` is False (then they are skipped and counted). `options` are librdkafka
+    consumer settings for this source only.
+    """
+
+    topics: tuple[str, ...]
+    format: Literal["json", "csv", "raw"]
+    schema: StructType
+    pattern: str | None = None
+    max_offsets_per_batch: int = 100_000
+    fail_on_data_loss: bool = True
+    options: tuple[tuple[str, str], ...] = ()
+    schema_evolution: SchemaEvolution = "rescue"
+
+    @property
+    def dataset(self) -> str:
+        """What the source is called in messages: its topics or pattern."""
+        return self.pattern or ",".join(self.topics)
+
+    def validate(self, table: str) -> None:
+        """Raise ConfigError naming `table` and the field when a setting is invalid."""
+        if bool(self.topics) == bool(self.pattern):
+            raise ConfigError(f"table {table!r}: a Kafka source names topics or a pattern (one of them)")
+        bad = [t for t in self.topics if not _TOPIC.match(t)]
+        if bad:
+            raise ConfigError(f"table {table!r}: {bad[0]!r} is not a Kafka topic name (letters, digits, . _ -)")
+        if self.pattern is not None:
+            try:
+                re.compile(self.pattern)
+            except re.error as exc:
+                raise ConfigError(f"table {table!r}: Kafka topic pattern {self.pattern!r} is invalid: {exc}") from None
+        if self.format not in ("json", "csv", "raw"):
+            raise ConfigError(f"table {table!r}: Kafka value format {self.format!r} is not one of json, csv, raw")
+        size = self.max_offsets_per_batch
+        if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+            raise ConfigError(f"table {table!r}: max_offsets_per_batch={size!r} must be a positive integer")
+        if self.schema_evolution == "add_new_columns" or self.schema_evolution not in SCHEMA_EVOLUTION_MODES:
+            raise ConfigError(
+                f"table {table!r}: schema_evolution={self.schema_evolution!r} is not supported for Kafka; "
+                "use 'rescue' (unknown fields kept in _rescued_data) or 'fail'"
+            )
+
+
+LandingSource = FileSource | KafkaSource
 
 
 @dataclass(frozen=True)
@@ -178,7 +232,7 @@ class TableSpec:
     output: OutputTable
     layer: Layer
     description: str
-    source: FileSource | TableSource
+    source: FileSource | KafkaSource | TableSource
     transform: Callable[[DataFrame], DataFrame]
     sink: Sink
     keys: tuple[str, ...] = ()

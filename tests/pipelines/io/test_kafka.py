@@ -1,0 +1,206 @@
+"""Kafka topics into bronze, exactly once, against a real Kafka-protocol broker on 127.0.0.1 (infra.kafka_broker)."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import replace
+
+import pytest
+from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewPartitions
+from pyspark.sql import SparkSession
+
+from infra.errors import PipelineError
+from infra.kafka import KafkaSettings
+from infra.kafka_broker import Broker, free_port, start_broker
+from infra.settings import Settings
+from pipelines.io.formats import table_format
+from pipelines.io.kafka_plan import LOST_PROPERTY, OFFSETS_PROPERTY, decode
+from pipelines.run.kafka_run import group_id
+from pipelines.run.runner import run_table
+from tests.support.kafka_registry import create_topic, kafka_registry, produce, produce_orders
+from tests.support.repo import REPO
+
+_topics = itertools.count()
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Broker]:
+    """One test broker for the module (each test uses its own topics)."""
+    started = start_broker(tmp_path_factory.mktemp("broker"))
+    try:
+        yield started
+    finally:
+        started.stop()
+
+
+def _topic(broker: Broker, partitions: int = 3) -> str:
+    name = f"orders{next(_topics)}"
+    create_topic(broker.bootstrap, name, partitions)
+    return name
+
+
+def _with(settings: Settings, broker: Broker) -> Settings:
+    return replace(settings, kafka=KafkaSettings(bootstrap=broker.bootstrap, timeout_seconds=5))
+
+
+def _landed(spark: SparkSession, settings: Settings) -> list[tuple[str, int, int]]:
+    df = table_format(settings).read(spark, "bronze.orders")
+    rows = df.select("_kafka_topic", "_kafka_partition", "_kafka_offset").collect()
+    return sorted(tuple(r) for r in rows)
+
+
+def _every_offset(topic: str, counts: dict[int, int]) -> list[tuple[str, int, int]]:
+    return sorted((topic, p, o) for p, n in counts.items() for o in range(n))
+
+
+def test_messages_on_three_partitions_land_once_and_a_rerun_adds_nothing(spark, format_settings, broker):
+    settings = _with(format_settings, broker)
+    topic = _topic(broker)
+    produce_orders(broker.bootstrap, topic, 0, 1000)
+    garbage = ["not json", "", None, b"\xff\xfe", '{"order_id": "x", "coupon": "y"}']
+    produce(broker.bootstrap, topic, garbage, start=1000)
+    spec = kafka_registry(topic, max_offsets_per_batch=400).get("bronze.orders")
+    fmt = table_format(settings)
+
+    report = run_table(spark, settings, spec)
+    assert report.rows_in == 1005 and report.batches == 3  # 1005 offsets in batches of at most 400
+    assert report.metrics["kafka_offsets_read"] == 1005 and report.metrics["kafka_lag"] == 0
+    assert _landed(spark, settings) == _every_offset(topic, {0: 335, 1: 335, 2: 335})
+    bronze = fmt.read(spark, "bronze.orders")
+    corrupt = sorted(r[0] for r in bronze.filter("_corrupt_record IS NOT NULL").select("_corrupt_record").collect())
+    assert corrupt == ["", "", "not json", "\ufffd\ufffd"]  # an empty value and a tombstone are kept, not dropped
+    rescued = bronze.filter("order_id = 'x'").collect()[0]
+    assert json.loads(rescued["_rescued_data"]) == {"coupon": "y"}
+    first = bronze.filter("order_id = 'o000004'").collect()[0]
+    assert (first.quantity, str(first.amount), first._kafka_key) == (5, "4.04", bytearray(b"4"))
+    assert first._source_file == f"kafka://{topic}/1/{1:020d}"
+    offsets = decode(fmt.latest_property(spark, "bronze.orders", OFFSETS_PROPERTY))
+    assert offsets == {(topic, 0): 335, (topic, 1): 335, (topic, 2): 335}
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group_id("bronze.orders")})
+    try:  # the group mirrors the table's offsets, for lag tools
+        committed = consumer.committed([TopicPartition(topic, p) for p in range(3)], timeout=10)
+        assert [tp.offset for tp in committed] == [335, 335, 335]
+    finally:
+        consumer.close()
+
+    snapshot = fmt.current_snapshot(spark, "bronze.orders")
+    again = run_table(spark, settings, spec)
+    assert again.skipped and again.rows_in == 0
+    assert fmt.current_snapshot(spark, "bronze.orders") == snapshot
+
+    produce_orders(broker.bootstrap, topic, 2000, 7)  # new messages add exactly themselves
+    more = run_table(spark, settings, spec)
+    assert more.rows_in == 7 and len(_landed(spark, settings)) == 1012
+    assert len(set(_landed(spark, settings))) == 1012
+
+
+@pytest.mark.parametrize("point,commit", [("before", 2), ("after", 2), ("after", 4)])
+def test_a_run_killed_mid_read_or_after_a_commit_then_rerun_lands_each_offset_once(
+    spark, fresh_settings, broker, point, commit
+):
+    settings = _with(fresh_settings, broker)
+    topic = _topic(broker)
+    produce_orders(broker.bootstrap, topic, 0, 1200)
+    arguments = [str(settings.home), settings.catalog_name, broker.bootstrap, topic, "300", str(commit), point]
+    child = subprocess.run(
+        [sys.executable, "-m", "tests.support.kafka_child", *arguments],
+        cwd=REPO,
+        env={**os.environ, "TRIBUTARY_HOME": str(settings.home)},
+        start_new_session=True,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert child.returncode == -9, child.stderr[-3000:]
+    fmt = table_format(settings)
+    kept = fmt.stats(spark, "bronze.orders").rows
+    assert kept == 300 * (commit - 1 if point == "before" else commit)  # what committed before the kill, only
+    spec = kafka_registry(topic, max_offsets_per_batch=300).get("bronze.orders")
+    report = run_table(spark, settings, spec)
+    assert report.rows_in == 1200 - kept
+    assert _landed(spark, settings) == _every_offset(topic, {0: 400, 1: 400, 2: 400})
+
+
+def test_an_unknown_topic_and_unreachable_brokers_stop_with_one_line(spark, fresh_settings, broker):
+    settings = _with(fresh_settings, broker)
+    spec = kafka_registry("no_such_topic").get("bronze.orders")
+    with pytest.raises(PipelineError, match=r"Kafka topic 'no_such_topic' does not exist on 127\.0\.0\.1:\d+; create"):
+        run_table(spark, settings, spec)
+    down = replace(settings, kafka=KafkaSettings(bootstrap=f"127.0.0.1:{free_port()}", timeout_seconds=2))
+    started = time.monotonic()
+    with pytest.raises(PipelineError, match=r"Kafka brokers 127\.0\.0\.1:\d+ did not answer within 2 s .*"):
+        run_table(spark, down, spec)
+    assert time.monotonic() - started < 30
+    assert not table_format(settings).exists(spark, "bronze.orders")
+
+
+def test_offsets_deleted_by_retention_are_detected_then_skipped_and_recorded_when_allowed(
+    spark, fresh_settings, broker
+):
+    settings = _with(fresh_settings, broker)
+    topic = _topic(broker)
+    produce_orders(broker.bootstrap, topic, 0, 30)
+    spec = kafka_registry(topic).get("bronze.orders")
+    run_table(spark, settings, spec)  # 10 offsets per partition read
+    produce_orders(broker.bootstrap, topic, 30, 30)  # offsets 10-19 of each partition, then 10-14 of 1 deleted
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    for future in admin.delete_records([TopicPartition(topic, 1, 15)]).values():
+        future.result()
+    with pytest.raises(PipelineError, match=rf"topic {topic} partition 1 offsets 10-14 were deleted by the topic's"):
+        run_table(spark, settings, spec)
+    assert table_format(settings).stats(spark, "bronze.orders").rows == 30  # nothing written
+
+    lenient = kafka_registry(topic, fail_on_data_loss=False).get("bronze.orders")
+    report = run_table(spark, settings, lenient)
+    assert report.rows_in == 25 and report.metrics["kafka_offsets_lost"] == 5
+    lost = json.loads(table_format(settings).latest_property(spark, "bronze.orders", LOST_PROPERTY))
+    assert lost == [[topic, 1, 10, 15]]
+    offsets = {(t, p, o) for t, p, o in _landed(spark, settings)}
+    assert offsets == {(topic, p, o) for p in range(3) for o in range(20)} - {(topic, 1, o) for o in range(10, 15)}
+
+
+def test_added_partitions_are_picked_up_and_a_recreated_topic_is_refused(spark, fresh_settings, broker):
+    settings = _with(fresh_settings, broker)
+    topic = _topic(broker, partitions=2)
+    produce_orders(broker.bootstrap, topic, 0, 20, partitions=2)
+    spec = kafka_registry(topic).get("bronze.orders")
+    run_table(spark, settings, spec)
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    for future in admin.create_partitions([NewPartitions(topic, 3)]).values():
+        future.result()
+    produce_orders(broker.bootstrap, topic, 20, 9)  # 3 to each of the 3 partitions
+    report = run_table(spark, settings, spec)
+    assert report.rows_in == 9 and report.metrics["kafka_partitions"] == 3
+    assert _landed(spark, settings) == _every_offset(topic, {0: 13, 1: 13, 2: 3})
+
+    for future in admin.delete_topics([topic]).values():
+        future.result()
+    deadline = time.monotonic() + 20
+    while True:  # the broker forgets a deleted topic asynchronously
+        try:
+            create_topic(broker.bootstrap, topic, 3)
+            break
+        except Exception:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
+    produce_orders(broker.bootstrap, topic, 100, 3)
+    with pytest.raises(PipelineError, match=rf"topic {topic} partition \d ends at offset 1 but the table has read up"):
+        run_table(spark, settings, spec)
+
+
+def test_unknown_fields_stop_a_strict_source_naming_the_message(spark, fresh_settings, broker):
+    settings = _with(fresh_settings, broker)
+    topic = _topic(broker, partitions=1)
+    produce(broker.bootstrap, topic, ['{"order_id": "a"}', '{"order_id": "b", "coupon": "c"}'], partitions=1)
+    spec = kafka_registry(topic, schema_evolution="fail").get("bronze.orders")
+    with pytest.raises(PipelineError, match=rf"topic {topic} partition 0 offset 1 has field\(s\) coupon the schema"):
+        run_table(spark, settings, spec)
+    assert table_format(settings).stats(spark, "bronze.orders").rows == 0
