@@ -5,13 +5,19 @@ export TRIBUTARY_HOME ?= $(CURDIR)/.tributary
 export DAGSTER_HOME ?= $(TRIBUTARY_HOME)/dagster
 UI_PORT ?= 3000
 
-.PHONY: setup demo test test-crash lint ui sql sql-server sql-server-stop bench clean distclean
+.PHONY: setup demo demo-kafka test test-crash lint ui sql sql-server sql-server-stop bench clean distclean
 
 setup:
 	@bash infra/setup.sh
 
 demo: setup
 	$(BIN)/tributary demo
+
+# The same pipeline with bronze.events fed from a Kafka topic (a test broker started and stopped by the demo), in its
+# own home so it never mixes with the file demo's tables.
+demo-kafka: setup
+	TRIBUTARY_HOME=$(TRIBUTARY_HOME)/kafka-demo DAGSTER_HOME=$(TRIBUTARY_HOME)/kafka-demo/dagster \
+		$(BIN)/tributary demo --source kafka
 
 test: setup
 	$(BIN)/ruff check .

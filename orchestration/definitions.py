@@ -7,6 +7,7 @@ from dagster import AssetSelection, Definitions, define_asset_job, in_process_ex
 from infra.settings import Settings
 from orchestration.assets import build_table_assets
 from orchestration.checks import build_asset_checks
+from orchestration.kafka_sensor import build_kafka_lag_sensor
 from orchestration.maintenance import (
     build_compaction_sensor,
     build_maintenance_assets,
@@ -42,6 +43,7 @@ def build_definitions() -> Definitions:
             build_compaction_sensor(registry),
             build_landing_sensor(registry, pipeline_job, settings),
             build_run_failure_sensor(settings),
+            *filter(None, [build_kafka_lag_sensor(registry, pipeline_job, settings)]),
         ],
         # Runs launched from the UI, backfills included, share one process and one SparkSession too.
         executor=in_process_executor,

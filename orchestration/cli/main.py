@@ -6,13 +6,17 @@ Every command reports a TributaryError as one clear line on stderr (exit 2), nev
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import tempfile
 import time
 from collections.abc import Callable
+from contextlib import ExitStack
+from dataclasses import replace
 from pathlib import Path
 
 from infra.errors import ConfigError, TributaryError
+from infra.kafka import KafkaSettings
 from infra.settings import Settings
 
 Handler = Callable[[argparse.Namespace, Settings], int]
@@ -111,6 +115,23 @@ def _positive_int(text: str) -> int:
     return int(text)
 
 
+def _demo_broker(settings: Settings, stack: ExitStack) -> Settings:
+    """Feed the demo's events to Kafka: the test broker under the home (unless TRIBUTARY_KAFKA_BOOTSTRAP names one),
+    stopped when the demo ends; bronze.events then reads the `events` topic."""
+    from infra.kafka_broker import start_broker
+    from pipelines.datasets import feed_demo_topic
+
+    os.environ["TRIBUTARY_EVENTS_SOURCE"] = "kafka"
+    if not os.environ.get("TRIBUTARY_KAFKA_BOOTSTRAP"):
+        broker = start_broker(settings.home / "kafka-broker")
+        stack.callback(broker.stop)
+        os.environ["TRIBUTARY_KAFKA_BOOTSTRAP"] = broker.bootstrap
+        print(f"started the Kafka test broker on {broker.bootstrap} (data under {broker.data_dir})")
+    settings = replace(settings, kafka=KafkaSettings.from_env())
+    print(feed_demo_topic(settings.landing, settings.kafka))
+    return settings
+
+
 def _demo(args: argparse.Namespace, settings: Settings) -> int:
     """Generate the sample landing zone (once) and materialize every asset through Dagster."""
     from orchestration.cli.summary import format_numbers, numbers_lines
@@ -120,8 +141,11 @@ def _demo(args: argparse.Namespace, settings: Settings) -> int:
     settings.require_writable("landing")
     for line in land_demo(settings.landing, args.rows, args.files, args.seed):
         print(line)
-    started = time.perf_counter()
-    numbers = materialize_pipeline(settings)
+    with ExitStack() as stack:
+        if args.source == "kafka":
+            settings = _demo_broker(settings, stack)
+        started = time.perf_counter()
+        numbers = materialize_pipeline(settings)
     print(format_numbers(numbers))
     lines = numbers_lines(numbers)
     if lines:
@@ -182,6 +206,9 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, Handler]]:
     demo.add_argument("--rows", type=int, default=100_000)
     demo.add_argument("--files", type=int, default=20)
     demo.add_argument("--seed", type=int, default=7)
+    demo.add_argument(
+        "--source", choices=("files", "kafka"), default="files", help="where bronze.events reads the events from"
+    )
     handlers["demo"] = _demo
 
     query = sub.add_parser("query", help="run one Spark SQL query against the catalog")

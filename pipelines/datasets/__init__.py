@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from infra.kafka import KafkaSettings
 from pipelines.authoring.discover import load_registry, packages_under
 from pipelines.spec.registry import Registry
 
@@ -57,3 +58,14 @@ def land_demo(landing: Path, rows: int, files: int, seed: int) -> list[str]:
             f"{clicks.products} products, {clicks.changes} customer changes under {landing}"
         )
     return lines
+
+
+def feed_demo_topic(landing: Path, kafka: KafkaSettings) -> str:
+    """Send the landed demo events to the `events` topic once (a topic that exists is left alone): the line to print."""
+    from pipelines.io.kafka_produce import produce_lines, topic_exists
+
+    if topic_exists(kafka, "events"):
+        return f"Kafka topic events already exists on {kafka.bootstrap}: not producing more"
+    files = sorted(p for p in (landing / "events").iterdir() if p.is_file())
+    sent = produce_lines(kafka, "events", files)
+    return f"produced {sent} events from {len(files)} files into Kafka topic events (3 partitions) on {kafka.bootstrap}"

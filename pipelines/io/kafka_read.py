@@ -188,7 +188,9 @@ def parse_messages(messages: DataFrame, source: KafkaSource, topics: list[str]) 
         parsed = parsed.withColumn(
             RESCUED_COLUMN, F.when(F.size(unknown) > 0, F.raise_error(where)).otherwise(F.col(RESCUED_COLUMN))
         )
-    address = F.format_string("kafka://%s/%d/%020d", "_metadata._kafka_topic", "_metadata._kafka_partition", "_metadata._kafka_offset")
+    address = F.format_string(
+        "kafka://%s/%d/%020d", "_metadata._kafka_topic", "_metadata._kafka_partition", "_metadata._kafka_offset"
+    )
     return parsed.select(
         *source.schema.names,
         CORRUPT_COLUMN,

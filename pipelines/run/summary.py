@@ -51,6 +51,8 @@ def table_numbers(report: RunReport, table: str) -> dict[str, Any]:
         for key, value in sorted(report.metrics.items()):
             if key.startswith("rule_failures:") or key == "rows_with_warnings":
                 numbers[key.replace(":", "_")] = value
+            elif key.startswith("kafka_"):  # a Kafka-fed run: lag, offsets read and lost, partitions
+                numbers[key] = value
     return numbers
 
 

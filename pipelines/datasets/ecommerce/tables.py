@@ -19,10 +19,17 @@ LANDED_SCHEMA = tb.schema(
     "category string, quantity int, amount decimal(12,2), currency string"
 )
 
+# Where events come from: landed JSON files (default), or the `events` Kafka topic with
+# TRIBUTARY_EVENTS_SOURCE=kafka (`make demo-kafka`); silver and gold are the same either way.
+EVENTS = (
+    tb.kafka("events", schema=LANDED_SCHEMA)
+    if tb.setting("EVENTS_SOURCE", "files") == "kafka"
+    else tb.files("events", "json", LANDED_SCHEMA)
+)
 tb.landing(
     "bronze.events",
-    tb.files("events", "json", LANDED_SCHEMA),
-    description="Every landed e-commerce event line, as read, with lineage and the corrupt record.",
+    EVENTS,
+    description="Every landed e-commerce event, as read, with lineage and the corrupt record.",
     checks=[tb.row_count(min_rows=1, severity="warn")],
 )
 
