@@ -21,6 +21,7 @@ RESULTS = Path(__file__).resolve().parent / "results.json"
 SECTIONS = (
     ("bench.pipeline", "bench_pipeline"),
     ("bench.formats", "bench_formats"),
+    ("bench.kafka", "bench_kafka"),
     ("bench.quality", "bench_quality"),
     ("bench.maintenance", "bench_maintenance"),
     ("bench.sql", "bench_sql"),

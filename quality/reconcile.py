@@ -1,9 +1,10 @@
 """Reconciliation: every landed line is accounted for exactly once, and gold totals equal their upstream.
 
-Per pipeline (a validating spec — `ValidateDedupeSink` — whose upstream reads landed files):
+Per pipeline (a validating spec — `ValidateDedupeSink` — whose upstream reads landed files or Kafka):
 
 - landed lines = bronze rows, per file, for the files bronze's stream has committed (counted in Python from the
-  landing files; files landed since are reported as pending, not as a failure);
+  landing files; files landed since are reported as pending, not as a failure); for a Kafka-fed bronze, each
+  committed offset once per partition (`quality.kafka_offsets`);
 - bronze = silver + quarantine + duplicates, where bronze is the table as the validating stream has read it
   (the snapshot in its checkpoint) and duplicates are derived from bronze itself: valid rows minus distinct
   valid keys plus invalid rows minus distinct invalid records (`raw_record`), with validity re-evaluated by
@@ -33,7 +34,7 @@ from pipelines.io.formats import table_format
 from pipelines.spec.expectations import Expectation
 from pipelines.spec.registry import Registry
 from pipelines.spec.rules import passes_rules
-from pipelines.spec.tables import FileSource, TableSpec
+from pipelines.spec.tables import FileSource, LandingSource, TableSpec
 from pipelines.write.sinks import QUARANTINE_IDENTITY, ValidateDedupeSink
 from quality.gx_runner import require_table
 from quality.inputs import (
@@ -45,6 +46,7 @@ from quality.inputs import (
     read_files_version,
     snapshot_versions,
 )
+from quality.kafka_offsets import offsets_vs_bronze
 from quality.landed_lines import landed_vs_bronze
 from quality.results import MAX_SAMPLES, CheckResult, Outcome, plain
 
@@ -74,7 +76,7 @@ def pipelines_of(registry: Registry) -> list[Pipeline]:
         # A transform with secondary inputs cannot be re-applied to a static bronze frame alone.
         if spec.sink.quarantines and spec.upstream is not None and not spec.upstreams[1:]:
             bronze = registry.get(spec.upstream)
-            if isinstance(bronze.source, FileSource):
+            if isinstance(bronze.source, LandingSource):
                 found.append(Pipeline(bronze, spec))
     return found
 
@@ -109,7 +111,10 @@ def reconcile_pipeline(session: Session, settings: Settings, pipeline: Pipeline)
         return carried
     spark = started_session(session, settings)
     keys = list(sink.keys)
-    landed_outcome, notes = landed_vs_bronze(spark, settings, pipeline.bronze)
+    if isinstance(pipeline.bronze.source, FileSource):
+        landed_outcome, notes = landed_vs_bronze(spark, settings, pipeline.bronze)
+    else:
+        landed_outcome, notes = offsets_vs_bronze(spark, settings, pipeline.bronze)
 
     position = fmt.consumer_position(pipeline.bronze.name, silver.name, settings.checkpoint_for(silver.name))
     if position.snapshot_id is not None and not position.committed:
@@ -190,14 +195,15 @@ def _pipeline_inputs(spark: SparkSession | None, settings: Settings, pipeline: P
     the rules and transform that decide validity."""
     silver, sink = pipeline.silver, pipeline.sink
     source = pipeline.bronze.source
-    assert isinstance(source, FileSource)
-    return {
+    inputs = {
         "rules": digest((sink.rules, sink.keys, sink.quarantine_columns, code_version(silver.transform))),
         **snapshot_versions(spark, settings, [pipeline.bronze.name, silver.name, sink.quarantine_table]),
         **position_version(settings, silver.name),
-        **files_version(pipeline.bronze.name, received_files(settings, source)),
-        **read_files_version(settings, pipeline.bronze.name),
     }
+    if isinstance(source, FileSource):  # a Kafka-fed bronze keeps its offsets in its snapshots
+        inputs.update(files_version(pipeline.bronze.name, received_files(settings, source)))
+        inputs.update(read_files_version(settings, pipeline.bronze.name))
+    return inputs
 
 
 def _key(row, keys: list[str]) -> str:

@@ -69,3 +69,24 @@ def feed_demo_topic(landing: Path, kafka: KafkaSettings) -> str:
     files = sorted(p for p in (landing / "events").iterdir() if p.is_file())
     sent = produce_lines(kafka, "events", files)
     return f"produced {sent} events from {len(files)} files into Kafka topic events (3 partitions) on {kafka.bootstrap}"
+
+
+def registry_with_events_from(source: str) -> Registry:
+    """The registry with the e-commerce `bronze.events` reading `source` ("files" or "kafka", as
+    `TRIBUTARY_EVENTS_SOURCE` says), whatever the environment says; the environment's choice is restored after."""
+    import importlib
+    import os
+
+    import pipelines.datasets.ecommerce.tables as tables
+
+    before = os.environ.get("TRIBUTARY_EVENTS_SOURCE")
+    os.environ["TRIBUTARY_EVENTS_SOURCE"] = source
+    try:
+        importlib.reload(tables)
+        return default_registry()
+    finally:
+        if before is None:
+            os.environ.pop("TRIBUTARY_EVENTS_SOURCE")
+        else:
+            os.environ["TRIBUTARY_EVENTS_SOURCE"] = before
+        importlib.reload(tables)
