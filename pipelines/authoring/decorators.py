@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any, Literal
 
-from pyspark.sql.types import StructType
+from pyspark.sql.types import StringType, StructField, StructType
 
 from infra.settings import TABLE_FORMATS
 from pipelines.authoring.declarations import (
@@ -97,7 +97,7 @@ def kafka(
     if schema is None:
         if format != "raw":
             raise DeclarationError(f"{place(depth=2)}: kafka(...) with format={format!r} needs schema=")
-        schema = StructType.fromDDL("value string")
+        schema = StructType([StructField("value", StringType())])
     return KafkaSource(
         topics=tuple(topics),
         format=format,

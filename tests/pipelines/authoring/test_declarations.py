@@ -167,3 +167,47 @@ def clean(bronze_{p}_raw):
         "id unique",
         f"row count <= 1.0x bronze.{package}_raw",
     ]
+
+
+@pytest.mark.parametrize(
+    "source,expected",
+    [
+        ('tb.kafka("bad topic!", schema=tb.schema("id string"))', "'bad topic!' is not a Kafka topic name"),
+        ('tb.kafka("a", pattern="a.*", schema=tb.schema("id string"))', "names topics or a pattern (one of them)"),
+        ('tb.kafka(pattern="(", schema=tb.schema("id string"))', "Kafka topic pattern '(' is invalid"),
+        ('tb.kafka("a", schema=tb.schema("id string"), max_offsets_per_batch=0)', "max_offsets_per_batch=0 must be"),
+        ('tb.kafka("a", schema=tb.schema("id string"), schema_evolution="add_new_columns")', "is not supported for"),
+        ('tb.kafka("a", format="json")', "with format='json' needs schema="),
+    ],
+)
+def test_a_wrong_kafka_source_names_its_place_and_the_fix(tmp_path, source, expected):
+    body = f'\ntb.landing("bronze.{{p}}_stream", {source})\n'
+    message = _fails(tmp_path, body, expected)
+    assert "tables.py:" in message
+
+
+def test_a_kafka_table_declares_its_lineage_and_a_raw_source_its_value(tmp_path):
+    body = """
+tb.landing("bronze.{p}_clicks", tb.kafka("clicks", format="raw"))
+tb.landing("bronze.{p}_orders", tb.kafka(pattern="orders[.].*", schema=tb.schema("id string")))
+"""
+    package, registry = _load(tmp_path, body)
+    clicks = registry.get(f"bronze.{package}_clicks")
+    assert clicks.output.schema.names == [
+        "value",
+        "_corrupt_record",
+        "_rescued_data",
+        "_file_rejected",
+        "_source_file",
+        "_ingested_at",
+        "_kafka_topic",
+        "_kafka_partition",
+        "_kafka_offset",
+        "_kafka_timestamp",
+        "_kafka_key",
+        "_batch_id",
+    ]
+    assert clicks.files_table is None and clicks.output.partition_by == ("days(_ingested_at)",)
+    checks = {(e.kind, tuple(e.columns)) for e in clicks.expectations if e.kind == "unique"}
+    assert ("unique", ("_kafka_topic", "_kafka_partition", "_kafka_offset")) in checks
+    assert registry.get(f"bronze.{package}_orders").source.dataset == "orders[.].*"
