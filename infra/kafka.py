@@ -23,7 +23,7 @@ CONFIG_PREFIX = "TRIBUTARY_KAFKA_CONFIG_"
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 _SERVER = re.compile(r"^[A-Za-z0-9._\-\[\]:]+:[0-9]{1,5}$")
 # Settings Tributary decides itself: offsets come from the table, never from the group or an automatic reset.
-_OWN_KEYS = frozenset({"bootstrap.servers", "group.id", "enable.auto.commit", "auto.offset.reset", "logger"})
+OWN_KEYS = frozenset({"bootstrap.servers", "group.id", "enable.auto.commit", "auto.offset.reset", "logger"})
 # librdkafka logs to stderr by default; its messages go to this logger (debug) instead.
 _log = logging.getLogger("tributary.kafka.client")
 
@@ -54,7 +54,7 @@ class KafkaSettings:
         for name, value in sorted(env.items()):
             if name.startswith(CONFIG_PREFIX) and len(name) > len(CONFIG_PREFIX):
                 key = name[len(CONFIG_PREFIX) :].lower().replace("_", ".")
-                if key in _OWN_KEYS:
+                if key in OWN_KEYS:
                     raise ConfigError(
                         f"{name} sets {key!r}, which Tributary decides (offsets are kept with the table); remove it"
                         + (" and use TRIBUTARY_KAFKA_BOOTSTRAP" if key == "bootstrap.servers" else "")

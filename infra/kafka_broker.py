@@ -69,4 +69,3 @@ def start_broker(data_dir: Path, port: int | None = None, timeout: float = 30.0)
         time.sleep(0.1)
     process.kill()
     raise SetupError(f"the Kafka test broker did not listen on 127.0.0.1:{port} within {timeout:.0f} s; see {log.name}")
-

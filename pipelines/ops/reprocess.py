@@ -71,7 +71,8 @@ def _reprocess(
     else:
         raise ConfigError(
             f"table {table}: reprocess supports file-source tables with an AppendSink (bronze) and table-source "
-            "tables with a ValidateDedupeSink (silver); backfill recompute-and-merge tables by day, or full-refresh"
+            "tables with a ValidateDedupeSink (silver); backfill recompute-and-merge tables by day, or full-refresh "
+            "(a Kafka-fed table is rebuilt from what its topics still retain)"
         )
     report.rows_after = fmt.read(spark, spec.name).filter(days.condition()).count()
     report.seconds = round(time.perf_counter() - started, 3)

@@ -70,7 +70,7 @@ def partition_lag(settings: Settings, spec: TableSpec, spark: SparkSession | Non
     assert isinstance(source, KafkaSource)
     fmt = table_format(settings)
     committed = committed_offsets(spark, fmt, spec.name)
-    with consumer(settings.kafka, group_id(spec.name)) as client:
+    with consumer(settings.kafka, source, group_id(spec.name)) as client:
         ends = end_offsets(client, settings.kafka, source, spec.name)
     return lag(ends, committed[0] if committed is not None else {})
 
@@ -98,7 +98,7 @@ def run_kafka_table(
                 int(fmt.latest_property(spark, spec.name, BATCH_PROPERTY) or -1),
             )
         committed, last_batch = known
-        with consumer(settings.kafka, group_id(spec.name)) as client:
+        with consumer(settings.kafka, source, group_id(spec.name)) as client:
             ends = end_offsets(client, settings.kafka, source, spec.name)
         plan = plan_run(ends, committed, source, spec.name)
     metrics: Counter[str] = Counter(kafka_partitions=len(ends))
@@ -127,10 +127,10 @@ def run_kafka_table(
             report.rows_in += added
             metrics["kafka_offsets_read"] += sum(r.size for r in chunk)
             metrics[f"rows_written:{spec.name}"] += added
-        metrics["kafka_group_committed"] = int(_commit_group(settings, spec.name, position))
+        metrics["kafka_group_committed"] = int(_commit_group(settings, source, spec.name, position))
     else:
         report.skipped = True
-    with consumer(settings.kafka, group_id(spec.name)) as client:
+    with consumer(settings.kafka, source, group_id(spec.name)) as client:
         behind = lag(end_offsets(client, settings.kafka, source, spec.name), position)
     metrics["kafka_lag"] = sum(behind.values())
     report.metrics = dict(metrics)
@@ -173,11 +173,11 @@ def _read_failure(table: str, batch_id: int, exc: Exception) -> PipelineError:
     return PipelineError(f"table {table}: batch {batch_id} failed: {cause} (nothing of it was written)")
 
 
-def _commit_group(settings: Settings, table: str, position: Offsets) -> bool:
+def _commit_group(settings: Settings, source: KafkaSource, table: str, position: Offsets) -> bool:
     """Mirror the table's offsets into the consumer group (for lag tools); False when the brokers refused."""
     offsets = [TopicPartition(topic, partition, offset) for (topic, partition), offset in sorted(position.items())]
     try:
-        with consumer(settings.kafka, group_id(table)) as client:
+        with consumer(settings.kafka, source, group_id(table)) as client:
             client.commit(offsets=offsets, asynchronous=False)
     except KafkaException:
         return False

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Literal
 
 from infra.errors import ConfigError
 from infra.identifiers import COLUMN_PATTERN
+from infra.kafka import OWN_KEYS
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -104,6 +105,12 @@ class KafkaSource:
                 raise ConfigError(f"table {table!r}: Kafka topic pattern {self.pattern!r} is invalid: {exc}") from None
         if self.format not in ("json", "csv", "raw"):
             raise ConfigError(f"table {table!r}: Kafka value format {self.format!r} is not one of json, csv, raw")
+        own = sorted(k for k, _ in self.options if k in OWN_KEYS)
+        if own:
+            raise ConfigError(
+                f"table {table!r}: Kafka option {own[0]!r} is decided by Tributary (offsets are kept with the "
+                "table); remove it from options (brokers: TRIBUTARY_KAFKA_BOOTSTRAP)"
+            )
         size = self.max_offsets_per_batch
         if isinstance(size, bool) or not isinstance(size, int) or size < 1:
             raise ConfigError(f"table {table!r}: max_offsets_per_batch={size!r} must be a positive integer")

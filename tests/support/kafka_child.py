@@ -2,7 +2,8 @@
 JVM) around the N-th table commit of the run.
 
 Usage: python -m tests.support.kafka_child HOME CATALOG BOOTSTRAP TOPIC BATCH_SIZE N POINT
-POINT: `before` (the N-th batch's messages are read, its commit not made) or `after` (committed, nothing after).
+POINT: `before` (the N-th batch's messages are read, its commit not made), `after` (committed, nothing after) or
+`none` (no kill: a plain run, for races).
 """
 
 from __future__ import annotations

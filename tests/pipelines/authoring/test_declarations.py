@@ -178,6 +178,7 @@ def clean(bronze_{p}_raw):
         ('tb.kafka("a", schema=tb.schema("id string"), max_offsets_per_batch=0)', "max_offsets_per_batch=0 must be"),
         ('tb.kafka("a", schema=tb.schema("id string"), schema_evolution="add_new_columns")', "is not supported for"),
         ('tb.kafka("a", format="json")', "with format='json' needs schema="),
+        ('tb.kafka("a", format="raw", options={"group.id": "g"})', "Kafka option 'group.id' is decided by Tributary"),
     ],
 )
 def test_a_wrong_kafka_source_names_its_place_and_the_fix(tmp_path, source, expected):

@@ -128,6 +128,28 @@ def test_a_run_killed_mid_read_or_after_a_commit_then_rerun_lands_each_offset_on
     assert _landed(spark, settings) == _every_offset(topic, {0: 400, 1: 400, 2: 400})
 
 
+def test_two_runs_at_once_land_each_offset_once(spark, fresh_settings, broker):
+    settings = _with(fresh_settings, broker)
+    topic = _topic(broker)
+    produce_orders(broker.bootstrap, topic, 0, 900)
+    arguments = [str(settings.home), settings.catalog_name, broker.bootstrap, topic, "300", "0", "none"]
+    children = [
+        subprocess.Popen(
+            [sys.executable, "-m", "tests.support.kafka_child", *arguments],
+            cwd=REPO,
+            env={**os.environ, "TRIBUTARY_HOME": str(settings.home)},
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(2)
+    ]
+    for child in children:
+        _, err = child.communicate(timeout=600)
+        assert child.returncode == 0, err[-3000:]
+    assert _landed(spark, settings) == _every_offset(topic, {0: 300, 1: 300, 2: 300})
+
+
 def test_an_unknown_topic_and_unreachable_brokers_stop_with_one_line(spark, fresh_settings, broker):
     settings = _with(fresh_settings, broker)
     spec = kafka_registry("no_such_topic").get("bronze.orders")
