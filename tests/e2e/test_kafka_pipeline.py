@@ -16,6 +16,7 @@ from pipelines.datasets.ecommerce.sample_data import generate
 from pipelines.io.formats import table_format
 from pipelines.io.kafka_produce import produce_lines
 from pipelines.run.pipeline import run_pipeline
+from pipelines.run.summary import table_numbers
 from pipelines.spec.tables import KafkaSource
 from quality.reconcile import pipelines_of, reconcile_pipeline
 from tests.support.kafka_registry import produce_orders
@@ -44,6 +45,8 @@ def test_silver_and_gold_from_a_kafka_fed_bronze_equal_the_file_fed_ones(spark, 
     finally:
         broker.stop()
     assert reports[0].rows_in == landed.lines  # one bronze row per message, as one per landed line
+    numbers = table_numbers(reports[0], "bronze.events")  # what Dagster records and plots
+    assert (numbers["kafka_offsets_read"], numbers["kafka_lag"], numbers["kafka_partitions"]) == (landed.lines, 0, 3)
     for table in ["silver.events", "silver.events_quarantine", *TABLES[2:]]:
         assert _rows(spark, kafka_home, table) == _rows(spark, files_home, table), table
     assert len(_rows(spark, kafka_home, "silver.events")) == landed.events

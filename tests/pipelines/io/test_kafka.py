@@ -20,11 +20,12 @@ from infra.errors import PipelineError
 from infra.kafka import KafkaSettings
 from infra.kafka_broker import Broker, free_port, start_broker
 from infra.settings import Settings
+from pipelines.authoring.build import build_registry
 from pipelines.io.formats import table_format
 from pipelines.io.kafka_plan import LOST_PROPERTY, OFFSETS_PROPERTY, decode
 from pipelines.run.kafka_run import group_id
 from pipelines.run.runner import run_table
-from tests.support.kafka_registry import create_topic, kafka_registry, produce, produce_orders
+from tests.support.kafka_registry import create_topic, kafka_declaration, kafka_registry, produce, produce_orders
 from tests.support.repo import REPO
 
 _topics = itertools.count()
@@ -226,3 +227,21 @@ def test_unknown_fields_stop_a_strict_source_naming_the_message(spark, fresh_set
     with pytest.raises(PipelineError, match=rf"topic {topic} partition 0 offset 1 has field\(s\) coupon the schema"):
         run_table(spark, settings, spec)
     assert table_format(settings).stats(spark, "bronze.orders").rows == 0
+
+
+def test_csv_values_land_by_column_order_and_raw_values_as_text(spark, fresh_settings, broker):
+    settings = _with(fresh_settings, broker)
+    topic = _topic(broker, partitions=1)
+    produce(broker.bootstrap, topic, ["o1,3,9.50,2026-11-02T10:00:00Z", "o2,x,1.00,2026-11-02T11:00:00Z", "o3,1"], 1)
+    spec = kafka_registry(topic, format="csv").get("bronze.orders")
+    assert run_table(spark, settings, spec).rows_in == 3
+    rows = {r.order_id: r for r in table_format(settings).read(spark, "bronze.orders").collect()}
+    assert (rows["o1"].quantity, str(rows["o1"].amount), rows["o1"]._corrupt_record) == (3, "9.50", None)
+    assert rows["o2"].quantity is None and rows["o2"]._corrupt_record == "o2,x,1.00,2026-11-02T11:00:00Z"
+    assert json.loads(rows["o2"]._rescued_data) == {"quantity": "x"}
+    assert rows["o3"]._corrupt_record == "o3,1"  # cells short: corrupt, kept whole
+
+    raw = build_registry([kafka_declaration("bronze.raw_orders", topic, format="raw", schema=None)])
+    assert run_table(spark, settings, raw.get("bronze.raw_orders")).rows_in == 3
+    values = table_format(settings).read(spark, "bronze.raw_orders").orderBy("_kafka_offset").collect()
+    assert [r.value for r in values] == ["o1,3,9.50,2026-11-02T10:00:00Z", "o2,x,1.00,2026-11-02T11:00:00Z", "o3,1"]
