@@ -133,6 +133,7 @@ def run_kafka_table(
     with consumer(settings.kafka, source, group_id(spec.name)) as client:
         behind = lag(end_offsets(client, settings.kafka, source, spec.name), position)
     metrics["kafka_lag"] = sum(behind.values())
+    metrics.update({f"kafka_lag_{topic}_{partition}": n for (topic, partition), n in sorted(behind.items())})
     report.metrics = dict(metrics)
     with clock.stage("stats"):
         report.tables = {out.name: fmt.stats(spark, out.name) for out in spec.outputs()}

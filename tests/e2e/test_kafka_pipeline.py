@@ -47,6 +47,7 @@ def test_silver_and_gold_from_a_kafka_fed_bronze_equal_the_file_fed_ones(spark, 
     assert reports[0].rows_in == landed.lines  # one bronze row per message, as one per landed line
     numbers = table_numbers(reports[0], "bronze.events")  # what Dagster records and plots
     assert (numbers["kafka_offsets_read"], numbers["kafka_lag"], numbers["kafka_partitions"]) == (landed.lines, 0, 3)
+    assert [numbers[f"kafka_lag_events_{p}"] for p in range(3)] == [0, 0, 0]  # per partition too
     for table in ["silver.events", "silver.events_quarantine", *TABLES[2:]]:
         assert _rows(spark, kafka_home, table) == _rows(spark, files_home, table), table
     assert len(_rows(spark, kafka_home, "silver.events")) == landed.events
