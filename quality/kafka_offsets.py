@@ -26,7 +26,8 @@ if TYPE_CHECKING:
 def offsets_vs_bronze(spark: SparkSession, settings: Settings, bronze_spec: TableSpec) -> tuple[Outcome, list[str]]:
     """Rows per partition against the table's committed offsets."""
     fmt = table_format(settings)
-    committed = decode(fmt.latest_property(spark, bronze_spec.name, OFFSETS_PROPERTY) or "{}")
+    kept = fmt.latest_properties(spark, bronze_spec.name, OFFSETS_PROPERTY)
+    committed = decode(kept[OFFSETS_PROPERTY]) if kept else {}
     per_partition = (
         fmt.read(spark, bronze_spec.name)
         .groupBy("_kafka_topic", "_kafka_partition")

@@ -329,12 +329,12 @@ class DeltaFormat:
             commit = read_commit(path, commit.version - 1)
         return self._snapshot(commit)
 
-    def latest_property(self, spark: SparkSession | None, name: str, key: str) -> str | None:
-        """`key` of the newest version's commit info that holds it."""
+    def latest_properties(self, spark: SparkSession | None, name: str, key: str) -> dict[str, str] | None:
+        """The commit info of the newest version that holds `key`."""
         path, version = self.location(name), self.delta_table(name).version()
         while version >= 0 and key not in (info := read_commit(path, version).info):
             version -= 1
-        return None if version < 0 else str(info[key])
+        return None if version < 0 else {k: str(v) for k, v in info.items()}
 
     def stats(self, spark: SparkSession | None, name: str) -> TableStats:
         """Version, rows, files and bytes from the current version's add actions (no data read)."""

@@ -76,8 +76,9 @@ class TableFormat(Protocol):
         a Kafka source's end offsets); return the rows added."""
         ...
 
-    def latest_property(self, spark: SparkSession | None, name: str, key: str) -> str | None:
-        """`key` of the newest commit on the table's current line that carries it (None when none does)."""
+    def latest_properties(self, spark: SparkSession | None, name: str, key: str) -> dict[str, str] | None:
+        """The properties of the newest commit on the table's current line that carries `key` (None when none
+        does): what `append` kept with it, read in one walk."""
         ...
 
     def stage_append(self, df: DataFrame, name: str, writer: str, batch_id: int) -> Staged:

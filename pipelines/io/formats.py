@@ -102,8 +102,8 @@ class TableFormats:
     ) -> int:
         return self.adapter(name).append(df, name, writer, batch_id, properties)
 
-    def latest_property(self, spark: SparkSession | None, name: str, key: str) -> str | None:
-        return self.adapter(name).latest_property(spark, name, key)
+    def latest_properties(self, spark: SparkSession | None, name: str, key: str) -> dict[str, str] | None:
+        return self.adapter(name).latest_properties(spark, name, key)
 
     def stage_append(self, df: DataFrame, name: str, writer: str, batch_id: int) -> Staged:
         return self.adapter(name).stage_append(df, name, writer, batch_id)

@@ -303,7 +303,7 @@ class IcebergFormat:
             snapshot = metadata.snapshots.get(int(snapshot.parent_id))
         return snapshot
 
-    def latest_property(self, spark: SparkSession | None, name: str, key: str) -> str | None:
+    def latest_properties(self, spark: SparkSession | None, name: str, key: str) -> dict[str, str] | None:
         """Walk the main branch from its current snapshot to the newest summary holding `key` (local metadata, else
         the snapshots and history tables through Spark)."""
         metadata = self._local_metadata(name)
@@ -312,19 +312,19 @@ class IcebergFormat:
             while snapshot is not None and key not in snapshot.summary:
                 parent = snapshot.parent_id
                 snapshot = metadata.snapshots.get(int(parent)) if parent is not None else None
-            return None if snapshot is None else snapshot.summary[key]
+            return None if snapshot is None else dict(snapshot.summary)
         qualified = self.qualified(name)
         rows = (
             self._session(spark)
             .sql(
-                f"SELECT s.summary[:key] AS v FROM {qualified}.snapshots s JOIN {qualified}.history h "
+                f"SELECT s.summary FROM {qualified}.snapshots s JOIN {qualified}.history h "
                 "ON s.snapshot_id = h.snapshot_id WHERE h.is_current_ancestor AND s.summary[:key] IS NOT NULL "
                 "ORDER BY h.made_current_at DESC LIMIT 1",
                 args={"key": key},
             )
             .collect()
         )
-        return rows[0].v if rows else None
+        return dict(rows[0].summary) if rows else None
 
     def stats(self, spark: SparkSession | None, name: str) -> TableStats:
         """Numbers from the current snapshot's summary, which every Iceberg commit keeps up to date (no scan)."""

@@ -51,16 +51,22 @@ def committed_offsets(spark: SparkSession | None, fmt: TableFormats, table: str)
     table holding rows has none (its commits were expired): `offsets_from_rows` then reads them from the rows."""
     if not fmt.exists(spark, table):
         return {}, -1
-    text = fmt.latest_property(spark, table, OFFSETS_PROPERTY)
-    if text is not None:
-        return decode(text), int(fmt.latest_property(spark, table, BATCH_PROPERTY) or -1)
+    kept = fmt.latest_properties(spark, table, OFFSETS_PROPERTY)
+    if kept is not None:
+        return decode(kept[OFFSETS_PROPERTY]), int(kept[BATCH_PROPERTY])
     return None if fmt.stats(spark, table).rows else ({}, -1)
 
 
-def offsets_from_rows(df: DataFrame) -> Offsets:
-    """The next offset of every partition the table's rows came from (each message is one row)."""
-    rows = df.groupBy("_kafka_topic", "_kafka_partition").agg(F.max("_kafka_offset").alias("last")).collect()
-    return {(r[0], r[1]): r["last"] + 1 for r in rows if r[0] is not None}
+def offsets_from_rows(df: DataFrame) -> tuple[Offsets, int]:
+    """The next offset of every partition the table's rows came from (each message is one row), and the last
+    batch id the rows carry."""
+    rows = (
+        df.groupBy("_kafka_topic", "_kafka_partition")
+        .agg(F.max("_kafka_offset").alias("last"), F.max("_batch_id").alias("batch"))
+        .collect()
+    )
+    offsets = {(r[0], r[1]): r["last"] + 1 for r in rows if r[0] is not None}
+    return offsets, max((r["batch"] for r in rows if r["batch"] is not None), default=-1)
 
 
 def partition_lag(settings: Settings, spec: TableSpec, spark: SparkSession | None = None) -> dict[tuple[str, int], int]:
@@ -93,10 +99,7 @@ def run_kafka_table(
         known = committed_offsets(spark, fmt, spec.name)
         if known is None:
             spark = started_session(session, settings)
-            known = (
-                offsets_from_rows(fmt.read(spark, spec.name)),
-                int(fmt.latest_property(spark, spec.name, BATCH_PROPERTY) or -1),
-            )
+            known = offsets_from_rows(fmt.read(spark, spec.name))
         committed, last_batch = known
         with consumer(settings.kafka, source, group_id(spec.name)) as client:
             ends = end_offsets(client, settings.kafka, source, spec.name)

@@ -82,7 +82,7 @@ def test_messages_on_three_partitions_land_once_and_a_rerun_adds_nothing(spark, 
     first = bronze.filter("order_id = 'o000004'").collect()[0]
     assert (first.quantity, str(first.amount), first._kafka_key) == (5, "4.04", bytearray(b"4"))
     assert first._source_file == f"kafka://{topic}/1/{1:020d}"
-    offsets = decode(fmt.latest_property(spark, "bronze.orders", OFFSETS_PROPERTY))
+    offsets = decode(fmt.latest_properties(spark, "bronze.orders", OFFSETS_PROPERTY)[OFFSETS_PROPERTY])
     assert offsets == {(topic, 0): 335, (topic, 1): 335, (topic, 2): 335}
     consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group_id("bronze.orders")})
     try:  # the group mirrors the table's offsets, for lag tools
@@ -183,7 +183,7 @@ def test_offsets_deleted_by_retention_are_detected_then_skipped_and_recorded_whe
     lenient = kafka_registry(topic, fail_on_data_loss=False).get("bronze.orders")
     report = run_table(spark, settings, lenient)
     assert report.rows_in == 25 and report.metrics["kafka_offsets_lost"] == 5
-    lost = json.loads(table_format(settings).latest_property(spark, "bronze.orders", LOST_PROPERTY))
+    lost = json.loads(table_format(settings).latest_properties(spark, "bronze.orders", LOST_PROPERTY)[LOST_PROPERTY])
     assert lost == [[topic, 1, 10, 15]]
     offsets = {(t, p, o) for t, p, o in _landed(spark, settings)}
     assert offsets == {(topic, p, o) for p in range(3) for o in range(20)} - {(topic, 1, o) for o in range(10, 15)}
@@ -245,3 +245,26 @@ def test_csv_values_land_by_column_order_and_raw_values_as_text(spark, fresh_set
     assert run_table(spark, settings, raw.get("bronze.raw_orders")).rows_in == 3
     values = table_format(settings).read(spark, "bronze.raw_orders").orderBy("_kafka_offset").collect()
     assert [r.value for r in values] == ["o1,3,9.50,2026-11-02T10:00:00Z", "o2,x,1.00,2026-11-02T11:00:00Z", "o3,1"]
+
+
+def test_offsets_expired_from_the_history_are_read_from_the_rows(spark, fresh_settings, broker):
+    settings = _with(fresh_settings, broker)
+    topic = _topic(broker)
+    produce_orders(broker.bootstrap, topic, 0, 60)
+    spec = kafka_registry(topic, max_offsets_per_batch=20).get("bronze.orders")
+    assert run_table(spark, settings, spec).batches == 4  # 18 offsets a batch (6 per partition), then 6
+    fmt, catalog = table_format(settings), settings.catalog_name
+    spark.sql(
+        f"CALL {catalog}.system.rewrite_data_files(table => 'bronze.orders', options => map('rewrite-all', 'true'))"
+    )
+    spark.sql(
+        f"CALL {catalog}.system.expire_snapshots(table => 'bronze.orders', older_than => TIMESTAMP '2999-01-01', "
+        "retain_last => 1)"
+    )
+    assert fmt.latest_properties(spark, "bronze.orders", OFFSETS_PROPERTY) is None  # only the compaction is left
+    produce_orders(broker.bootstrap, topic, 60, 9)
+    report = run_table(spark, settings, spec)
+    assert report.rows_in == 9
+    assert _landed(spark, settings) == _every_offset(topic, {0: 23, 1: 23, 2: 23})
+    batches = fmt.read(spark, "bronze.orders").groupBy("_batch_id").count().collect()
+    assert sorted(r[0] for r in batches) == [0, 1, 2, 3, 4]  # the new batch follows the last one the rows carry
