@@ -67,10 +67,12 @@ class KafkaSettings:
             client=tuple(client),
         )
 
-    def consumer_config(self, group: str) -> dict[str, Any]:
-        """librdkafka settings of a consumer that reads offsets it is told (never commits by itself)."""
+    def consumer_config(self, group: str, options: tuple[tuple[str, str], ...] = ()) -> dict[str, Any]:
+        """librdkafka settings of a consumer that reads offsets it is told (never commits by itself), with a source's
+        own `options` (which may not set the keys Tributary decides)."""
         return {
             **dict(self.client),
+            **dict(options),
             "bootstrap.servers": self.bootstrap,
             "group.id": group,
             "enable.auto.commit": False,

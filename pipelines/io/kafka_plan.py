@@ -81,7 +81,7 @@ def encode_ranges(ranges: list[Range]) -> str:
 @contextmanager
 def consumer(kafka: KafkaSettings, source: KafkaSource, group: str) -> Iterator[Consumer]:
     """A consumer for planning and lag with the source's own settings (closed afterwards)."""
-    client = Consumer({**kafka.consumer_config(group), **dict(source.options)})
+    client = Consumer(kafka.consumer_config(group, source.options))
     try:
         yield client
     finally:

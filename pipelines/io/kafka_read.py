@@ -71,8 +71,8 @@ def read_messages(
     spark: SparkSession, kafka: KafkaSettings, source: KafkaSource, ranges: list[Range], group: str
 ) -> DataFrame:
     """The messages of `ranges` (one task per range), as `MESSAGES` rows."""
-    config = {k: v for k, v in kafka.consumer_config(group).items() if k != "logger"}
-    config.update(dict(source.options))
+    # The logger stays on the driver (not picklable); each task's consumer gets its own.
+    config = {k: v for k, v in kafka.consumer_config(group, source.options).items() if k != "logger"}
     timeout = kafka.timeout_seconds
     rows = [(r.topic, r.partition, r.start, r.end) for r in ranges]
     planned = spark.createDataFrame(spark.sparkContext.parallelize(rows, max(1, len(rows))), _RANGES)
