@@ -45,19 +45,42 @@ def _java_identity() -> str:
     return f"{marker}:{stat.st_size}:{stat.st_mtime_ns}"
 
 
-def _spark_identity() -> str:
-    """pyspark's jar folder and its jar names: the driver's class path."""
+def _jar_folder() -> Path:
     import pyspark
 
-    jars = Path(pyspark.__file__).parent / "jars"
-    names = sorted(p.name for p in jars.glob("*.jar")) if jars.is_dir() else []
-    return f"{jars}:{','.join(names)}"
+    return Path(pyspark.__file__).parent / "jars"
+
+
+def _spark_identity() -> str:
+    """pyspark's jars as the JVM checks them before mapping an archive: name, size and modification time of each.
+    pyspark reinstalled at the same path (a new venv) gets a new key, where the old archive would be refused."""
+    jars = _jar_folder()
+    stats = [(p.name, p.stat()) for p in sorted(jars.glob("*.jar"))] if jars.is_dir() else []
+    return ",".join(f"{name}:{stat.st_size}:{stat.st_mtime_ns}" for name, stat in stats)
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 def archive_path(settings: Settings) -> Path:
-    """Where the archive for this JDK and this pyspark install lives (in the jar cache, outside git)."""
-    key = hashlib.sha256(f"{_java_identity()}\n{_spark_identity()}".encode()).hexdigest()[:16]
-    return settings.jar_cache / f"driver-classes-{key}.jsa"
+    """Where the archive for this JDK and this pyspark install lives (in the jar cache, outside git): named after
+    the jar folder, then after the JDK and the jars' identity."""
+    key = _digest(f"{_java_identity()}\n{_spark_identity()}")
+    return settings.jar_cache / f"driver-classes-{_digest(str(_jar_folder()))}-{key}.jsa"
+
+
+def remove_superseded(target: Path) -> list[Path]:
+    """Delete archives made for this jar folder before its JDK or jars changed (no JVM would map them again) and
+    archives named the way earlier versions named them; returns them. A JVM mapping one keeps its mapping."""
+    folder = target.stem.split("-")[2]
+    removed = []
+    for old in sorted(target.parent.glob("driver-classes-*.jsa")):
+        parts = old.stem.split("-")
+        if old != target and (len(parts) == 3 or parts[2] == folder):
+            old.unlink(missing_ok=True)
+            removed.append(old)
+    return removed
 
 
 def use_options(settings: Settings) -> list[str]:

@@ -296,7 +296,10 @@ def record_class_archive(settings: Settings, workload: Callable[[Settings], None
     if _end_jvm(300) != 0:
         candidate.unlink(missing_ok=True)
         return None
-    return target if class_archive.promote(candidate, target, java_home, class_path) else None
+    if not class_archive.promote(candidate, target, java_home, class_path):
+        return None
+    class_archive.remove_superseded(target)
+    return target
 
 
 # A SparkSession, a function that returns one (called only if the work needs a session), or None (the process's

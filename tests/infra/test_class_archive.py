@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -40,19 +41,45 @@ def test_archives_left_by_killed_recordings_are_removed(base_settings, tmp_path)
     assert not stale.exists() and mine.exists()
 
 
-def test_the_session_maps_the_archive_setup_recorded(base_settings, spark):
-    """`make test` runs `tributary setup` first, which records the archive."""
+@pytest.fixture
+def jvm_paths(spark) -> tuple[str, str]:
+    jvm = spark.sparkContext._jvm
+    return jvm.System.getProperty("java.home"), jvm.System.getProperty("java.class.path")
+
+
+def test_the_session_maps_the_archive_setup_recorded(base_settings, spark, jvm_paths):
+    """`make test` runs `tributary setup` first, which records the archive; a JVM with this class path maps it
+    (the JVM refuses, silently, an archive made for jars of another size or time)."""
     archive = class_archive.archive_path(base_settings)
     assert archive.is_file(), "tributary setup did not record the class archive"
     jvm = spark.sparkContext._jvm
     arguments = list(jvm.java.lang.management.ManagementFactory.getRuntimeMXBean().getInputArguments())
     assert f"-XX:SharedArchiveFile={archive}" in arguments
+    assert class_archive.refusal(archive, *jvm_paths) is None
 
 
-@pytest.fixture
-def jvm_paths(spark) -> tuple[str, str]:
-    jvm = spark.sparkContext._jvm
-    return jvm.System.getProperty("java.home"), jvm.System.getProperty("java.class.path")
+def test_reinstalled_jars_get_a_new_archive_and_the_old_one_is_removed(base_settings, tmp_path, monkeypatch):
+    """pyspark reinstalled at the same path (a new venv) keeps the jar names but not their times: the archive
+    made for the old jars would be refused by every JVM, so it must not be found under the new key."""
+    jars, other = tmp_path / "venv" / "jars", tmp_path / "other" / "jars"
+    for folder in (jars, other):
+        folder.mkdir(parents=True)
+        (folder / "spark-core.jar").write_bytes(b"classes")
+    settings = replace(base_settings, jar_cache=tmp_path / "cache")
+    settings.jar_cache.mkdir()
+    monkeypatch.setattr(class_archive, "_jar_folder", lambda: other)
+    others = class_archive.archive_path(settings)
+    monkeypatch.setattr(class_archive, "_jar_folder", lambda: jars)
+    before = class_archive.archive_path(settings)
+    legacy = settings.jar_cache / "driver-classes-69d3322d25dd912b.jsa"
+    for path in (others, before, legacy):
+        path.write_bytes(b"archive")
+    os.utime(jars / "spark-core.jar", ns=(1, 1))
+    after = class_archive.archive_path(settings)
+    assert after != before and class_archive.use_options(settings) == []
+    after.write_bytes(b"archive")
+    assert class_archive.remove_superseded(after) == sorted([before, legacy])
+    assert sorted(settings.jar_cache.iterdir()) == sorted([after, others])
 
 
 def test_a_damaged_archive_is_deleted_not_promoted(base_settings, jvm_paths, tmp_path, caplog):
