@@ -14,7 +14,6 @@ from __future__ import annotations
 import ipaddress
 import os
 import re
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import date
@@ -22,6 +21,8 @@ from pathlib import Path
 
 from infra.errors import ConfigError
 from infra.kafka import KafkaSettings
+from infra.profile import Deployment, loopback_master
+from infra.writable import writable_problem, writable_suggestion
 
 TABLE_FORMATS = ("iceberg", "delta")
 PREFIX = "TRIBUTARY_"
@@ -104,45 +105,15 @@ SPARK_KEYS: dict[str, tuple[str, Callable[[str, str], object]]] = {
     "spark.sql.shuffle.partitions": ("TRIBUTARY_SHUFFLE_PARTITIONS", _require_positive_int),
     "spark.driver.bindAddress": ("TRIBUTARY_BIND_ADDRESS", _check_address),
     "spark.driver.host": ("TRIBUTARY_BIND_ADDRESS", _check_address),
+    "spark.executor.memory": ("TRIBUTARY_EXECUTOR_MEMORY", _check_memory),
+    "spark.executor.cores": ("TRIBUTARY_EXECUTOR_CORES", _require_positive_int),
+    "spark.cores.max": ("TRIBUTARY_MAX_CORES", _require_positive_int),
 }
 
 
 def spark_conf_label(key: str) -> str:
     """How messages name Spark setting `key` given in `TRIBUTARY_SPARK_CONF`."""
     return f"TRIBUTARY_SPARK_CONF key {key}"
-
-
-def _writable_problem(path: Path) -> str | None:
-    """Why Tributary could not create or write folder `path`, or None when it can."""
-    existing = path
-    while not existing.exists() and existing != existing.parent:
-        existing = existing.parent
-    if not existing.is_dir():
-        return f"{existing} is not a folder"
-    if not os.access(existing, os.W_OK | os.X_OK):
-        return f"no permission to write in {existing}"
-    return None
-
-
-# Where each path setting lives under a home folder, as `from_env` and `with_home` place it.
-_UNDER_HOME = {
-    "home": ".",
-    "landing": "landing",
-    "warehouse": "warehouse",
-    "checkpoints": "checkpoints",
-    "catalog_db": "catalog.db",
-}
-
-
-def _writable_suggestion(name: str, avoid: Path) -> Path:
-    """A path for setting `name` whose folder could be created and written, outside folder `avoid`."""
-    roots = (Path.cwd() / ".tributary", Path.home() / ".tributary", Path(tempfile.gettempdir()) / "tributary")
-    for root in roots:
-        candidate = (root / _UNDER_HOME[name]).resolve()
-        folder = candidate.parent if name == "catalog_db" else candidate
-        if not folder.is_relative_to(avoid) and _writable_problem(folder) is None:
-            return candidate
-    return roots[-1] / _UNDER_HOME[name]
 
 
 def dataset_modules_setting() -> tuple[str, ...]:
@@ -166,7 +137,8 @@ class Settings:
     warehouse: Path
     checkpoints: Path
     catalog_db: Path
-    catalog_uri: str | None = None
+    # May carry the database's password (jdbc:postgresql://...&password=...): kept out of every repr.
+    catalog_uri: str | None = field(default=None, repr=False)
     catalog_name: str = "tributary"
     table_format: str = "iceberg"
     spark_master: str = "local[*]"
@@ -187,6 +159,8 @@ class Settings:
     stage_landing_mb: int = 32
     # Kafka brokers and client settings (infra/kafka.py).
     kafka: KafkaSettings = field(default_factory=KafkaSettings)
+    # The profile (local or cluster) and a cluster's executor settings (infra/profile.py).
+    deployment: Deployment = field(default_factory=Deployment)
 
     @classmethod
     def from_env(cls, home: Path | str | None = None) -> Settings:
@@ -225,6 +199,7 @@ class Settings:
             lock_wait_seconds=_non_negative_int("LOCK_WAIT", "900"),
             stage_landing_mb=_non_negative_int("STAGE_LANDING_MB", "32"),
             kafka=KafkaSettings.from_env(),
+            deployment=Deployment.from_env(),
         )
         settings.validate()
         return settings
@@ -248,9 +223,12 @@ class Settings:
         _require_positive_int("TRIBUTARY_SHUFFLE_PARTITIONS", str(self.shuffle_partitions))
         if self.bind_address is not None:
             _check_address("TRIBUTARY_BIND_ADDRESS", self.bind_address)
-        for key, value in self.spark_conf:
+        for key, label, value in self.spark_sources():
             if key in SPARK_KEYS:
-                SPARK_KEYS[key][1](spark_conf_label(key), value)
+                SPARK_KEYS[key][1](label, value)
+        folders = {"TRIBUTARY_WAREHOUSE": self.warehouse, "TRIBUTARY_LANDING": self.landing}
+        folders["TRIBUTARY_CHECKPOINTS"] = self.checkpoints
+        self.deployment.check(self.master, self.uses_sqlite, folders)
 
     def require_writable(self, *names: str) -> None:
         """Raise `ConfigError` unless the folders `names` (e.g. "home", "checkpoints") can be created and written.
@@ -262,12 +240,12 @@ class Settings:
             path: Path = getattr(self, name)
             is_file = name == "catalog_db"
             folder = path.parent if is_file else path
-            problem = _writable_problem(folder)
+            problem = writable_problem(folder)
             if problem is not None:
                 setting = PREFIX + name.upper()
                 raise ConfigError(
                     f"{setting}={path} is not writable ({problem}); set {setting} to a "
-                    f"{'file' if is_file else 'folder'} you can write, e.g. {_writable_suggestion(name, folder)}"
+                    f"{'file' if is_file else 'folder'} you can write, e.g. {writable_suggestion(name, folder)}"
                 )
 
     def require_platform_writable(self) -> None:
@@ -286,6 +264,7 @@ class Settings:
             "spark.driver.memory": self.driver_memory,
             "spark.sql.shuffle.partitions": str(self.shuffle_partitions),
             "spark.driver.bindAddress": self.listen_address,
+            **self.deployment.spark_conf(),
         }
         for key, value in own.items():
             if key not in given and value is not None:
@@ -293,17 +272,22 @@ class Settings:
         return sources
 
     @property
+    def master(self) -> str:
+        """The Spark master in effect (`TRIBUTARY_SPARK_CONF`'s spark.master wins over `TRIBUTARY_SPARK_MASTER`)."""
+        return dict(self.spark_conf).get("spark.master", self.spark_master)
+
+    @property
     def local_master(self) -> bool:
         """True when Spark runs on this machine only (`local...` masters)."""
-        master = dict(self.spark_conf).get("spark.master", self.spark_master)
-        return master.startswith("local")
+        return self.master.startswith("local")
 
     @property
     def listen_address(self) -> str | None:
-        """Where the driver, block manager and UI listen: `TRIBUTARY_BIND_ADDRESS`, else loopback when local."""
+        """Where the driver, block manager and UI listen: `TRIBUTARY_BIND_ADDRESS`, else loopback when every
+        executor is on this machine (a local master, or a standalone master on 127.0.0.1)."""
         if self.bind_address is not None:
             return self.bind_address
-        return LOOPBACK if self.local_master else None
+        return LOOPBACK if self.local_master or loopback_master(self.master) else None
 
     def with_home(self, home: Path) -> Settings:
         """The same settings rooted at another home folder (used by tests and benchmarks)."""

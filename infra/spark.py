@@ -20,6 +20,7 @@ from pyspark.sql import SparkSession
 from infra import class_archive
 from infra.catalog import pyiceberg_catalog, spark_catalog_conf
 from infra.errors import ConfigError
+from infra.executors import executor_problem
 from infra.jars import spark_jars
 from infra.java import require_java
 from infra.settings import Settings, spark_conf_label
@@ -182,6 +183,7 @@ def spark_conf(settings: Settings) -> dict[str, str]:
         DRIVER_JAVA_OPTIONS: _driver_java_options(settings, class_archive.use_options(settings)),
     }
     conf.update(_listen_conf(settings))
+    conf.update(settings.deployment.spark_conf())
     if jars.native_lib_dir:
         conf["spark.driver.extraLibraryPath"] = str(jars.native_lib_dir)
         conf["spark.executor.extraLibraryPath"] = str(jars.native_lib_dir)
@@ -236,8 +238,19 @@ def get_spark(settings: Settings) -> SparkSession:
                 session.stop()
             raise error from None
         session.sparkContext.setLogLevel("ERROR")
+        if not settings.local_master:
+            _check_cluster(session, settings)
         _active = _Active(_engine(settings), session, {settings.catalog_name: catalog})
         return session
+
+
+def _check_cluster(session: SparkSession, settings: Settings) -> None:
+    """Stop the session and raise `ConfigError` when the cluster's executors cannot run this platform's Python."""
+    # Executors may be busy with another run's work: wait for them as long as for another run's table lock.
+    problem = executor_problem(session, settings.master, sys.executable, settings.lock_wait_seconds)
+    if problem is not None:
+        session.stop()
+        raise ConfigError(problem)
 
 
 def stop_spark() -> None:
