@@ -5,7 +5,7 @@ export TRIBUTARY_HOME ?= $(CURDIR)/.tributary
 export DAGSTER_HOME ?= $(TRIBUTARY_HOME)/dagster
 UI_PORT ?= 3000
 
-.PHONY: setup demo demo-kafka test test-crash lint ui sql sql-server sql-server-stop bench clean distclean
+.PHONY: setup demo demo-kafka test test-crash lint ui sql sql-server sql-server-stop cluster-up cluster-down cluster-test bench clean distclean
 
 setup:
 	@bash infra/setup.sh
@@ -44,6 +44,18 @@ sql-server: setup
 
 sql-server-stop:
 	$(BIN)/tributary sql-server stop
+
+# A Spark master, two workers and PostgreSQL on 127.0.0.1 (docs/deploy.md); `source $(TRIBUTARY_HOME)/cluster/env`
+# then points `make demo`, `make ui` and `tributary run` at them (the cluster profile).
+cluster-up: setup
+	$(BIN)/tributary cluster up
+
+cluster-down:
+	$(BIN)/tributary cluster down
+
+# Only the tests that start their own cluster (also part of `make test`).
+cluster-test: setup
+	$(BIN)/pytest -m cluster
 
 bench: setup
 	$(BIN)/python -m bench.run

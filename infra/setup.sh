@@ -5,8 +5,9 @@ cd "$(dirname "$0")/.."
 
 VENV=${VENV:-.venv}
 PYTHON=${PYTHON:-python3.11}
-# chromium: the UI smoke test takes a headless screenshot of the Dagster asset graph.
-APT_PACKAGES="libjarjar-java libxerial-sqlite-jdbc-java libxerial-sqlite-jdbc-jni chromium"
+# chromium: the UI smoke test takes a headless screenshot of the Dagster asset graph. postgresql and its JDBC driver:
+# the cluster profile's catalog and Dagster instance (`tributary cluster up`, the cluster tests).
+APT_PACKAGES="libjarjar-java libxerial-sqlite-jdbc-java libxerial-sqlite-jdbc-jni chromium postgresql libpostgresql-jdbc-java"
 
 say() { printf '\033[1m[setup]\033[0m %s\n' "$*"; }
 die() { printf 'setup: error: %s\n' "$*" >&2; exit 1; }
@@ -44,7 +45,7 @@ if ! javac_17; then
   javac_17 || die "javac 17 is required but not found beside 'java' or on PATH; install openjdk-17-jdk-headless"
 fi
 
-# 2. Debian packages: jarjar (relocates Jackson for the Iceberg runtime), SQLite JDBC driver + JNI library
+# 2. Debian packages: jarjar (relocates Jackson for the Iceberg runtime), SQLite JDBC driver + JNI library, PostgreSQL
 missing=""
 for p in $APT_PACKAGES; do dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"; done
 if [ -n "$missing" ]; then

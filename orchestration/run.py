@@ -8,22 +8,20 @@ from typing import Any
 
 from dagster import AssetCheckSeverity, DagsterInstance
 
+from infra.deploy import instance_yaml, is_ours
 from infra.errors import PipelineError
 from infra.settings import Settings
 
-DAGSTER_YAML = Path(__file__).resolve().parent.parent / "infra" / "dagster.yaml"
-MARKER = "# Local Dagster instance for the embedded deployment"
-
 
 def dagster_home(settings: Settings) -> Path:
-    """`$DAGSTER_HOME`, or `<home>/dagster` with the platform's `dagster.yaml` installed."""
+    """`$DAGSTER_HOME`, or `<home>/dagster`, with the profile's `dagster.yaml` installed (`infra.deploy`)."""
+    source = instance_yaml(settings.deployment)
     home = Path(os.environ.get("DAGSTER_HOME") or settings.home / "dagster")
     home.mkdir(parents=True, exist_ok=True)
     target = home / "dagster.yaml"
     # Refresh our own instance config (it gains settings over time); never touch a yaml someone wrote by hand.
-    ours = not target.exists() or target.read_text().startswith(MARKER)
-    if ours and DAGSTER_YAML.exists():
-        target.write_text(DAGSTER_YAML.read_text())
+    if not target.exists() or is_ours(target.read_text()):
+        target.write_text(source.read_text())
     os.environ["DAGSTER_HOME"] = str(home)
     return home
 

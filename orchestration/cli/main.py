@@ -227,6 +227,10 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, Handler]]:
     from orchestration.cli.files import register as register_files
 
     register_files(sub, handlers)  # files list, files ack
+
+    from orchestration.cli.cluster import register as register_cluster
+
+    register_cluster(sub, handlers)  # cluster up, cluster down, cluster status
     return parser, handlers
 
 
