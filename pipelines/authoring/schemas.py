@@ -38,14 +38,20 @@ _EMPTY: list[str] = []
 
 
 def session() -> SparkSession:
-    """The active SparkSession, or the process's session for the environment's settings."""
+    """The active SparkSession, or the process's session for the environment's settings, on a local master."""
     active = SparkSession.getActiveSession()
     if active is not None:
         return active
     from infra.settings import Settings
     from infra.spark import get_spark
 
-    return get_spark(Settings.from_env())
+    settings = Settings.from_env()
+    if not settings.local_master:
+        # Planning runs no task: a cluster session here (loading definitions in Dagster's code server) would hold
+        # executors for the life of that process, and the runs it launches would wait for them forever.
+        conf = tuple((key, value) for key, value in settings.spark_conf if key != "spark.master")
+        settings = dataclasses.replace(settings, spark_master="local[1]", spark_conf=conf)
+    return get_spark(settings)
 
 
 def _empty_folder() -> str:

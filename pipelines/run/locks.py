@@ -4,7 +4,8 @@ The lock is an OS file lock (`flock`) on `<checkpoints>/_locks/<table>.lock`, so
 runs the table from the same home: CLI runs, Dagster runs, reprocess and full refresh. The kernel releases it when
 its holder dies, however it dies, so a lock left by a killed process is taken over at once; the holder's pid,
 host and start time are written into the file only to name it in messages. On a cluster the checkpoints folder
-is shared storage, whose file system must support `flock` (local disks and NFSv4 do).
+is shared storage, whose file system must support `flock` (local disks and NFSv4 do), and a run takes its
+executors before it waits for a lock.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from pathlib import Path
 from infra.errors import PipelineError
 from infra.identifiers import validate_table_name
 from infra.settings import Settings
+from infra.spark import get_spark
 
 log = logging.getLogger("tributary")
 _POLL_SECONDS = 0.25
@@ -55,6 +57,10 @@ def table_lock(settings: Settings, table: str, wait_seconds: float) -> Iterator[
     Re-entrant within a process (one thread at a time writes a table here: runs are sequential).
     """
     path = lock_path(settings, table)
+    if not settings.local_master and not _held:
+        # On a cluster a starting session waits for executors, which another run holding them may keep while it
+        # waits for this lock: get executors first, never while holding a lock (no lock-for-cores deadlock).
+        get_spark(settings)
     if path in _held:
         _held[path] += 1
         try:
