@@ -2,7 +2,8 @@
 
 Used by the end-to-end tests (tests/orchestration/test_operations.py) and the freshness benchmark (bench/freshness.py).
 The
-server runs in its own process group with its own DAGSTER_HOME (holding infra/dagster.yaml) and TRIBUTARY_HOME;
+server runs in its own process group with its own DAGSTER_HOME (holding infra/dagster.yaml, or the cluster profile's
+infra/deploy/dagster.yaml) and TRIBUTARY_HOME;
 `stop()` ends the whole group: webserver, daemon, code server, run workers and their JVMs.
 """
 
@@ -23,10 +24,10 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
+from infra.deploy import LOCAL_INSTANCE
 from infra.errors import SetupError
 from tests.support.repo import REPO
 
-DAGSTER_YAML = REPO / "infra" / "dagster.yaml"
 REPOSITORY = "__repository__"
 TERMINAL_RUN_STATUSES = {"SUCCESS", "FAILURE", "CANCELED"}
 TERMINAL_BACKFILL_STATUSES = {"COMPLETED", "COMPLETED_SUCCESS", "COMPLETED_FAILED", "FAILED", "CANCELED"}
@@ -74,11 +75,13 @@ class DagsterDev:
         env: Mapping[str, str] | None = None,
         port: int | None = None,
         log_path: Path | None = None,
+        instance_yaml: Path = LOCAL_INSTANCE,
     ):
         self.dagster_home = Path(dagster_home)
         self.tributary_home = Path(tributary_home)
         self.port = port or free_port()
         self.log_path = Path(log_path) if log_path else self.dagster_home / "dagster-dev.log"
+        self.instance_yaml = instance_yaml
         self.env = {
             **os.environ,
             "DAGSTER_HOME": str(self.dagster_home),
@@ -97,7 +100,7 @@ class DagsterDev:
         """Start the server and wait until the code location is loaded."""
         self.dagster_home.mkdir(parents=True, exist_ok=True)
         self.tributary_home.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(DAGSTER_YAML, self.dagster_home / "dagster.yaml")
+        shutil.copyfile(self.instance_yaml, self.dagster_home / "dagster.yaml")
         dagster = Path(sys.executable).parent / "dagster"
         command = [str(dagster), "dev", "-w", str(REPO / "workspace.yaml"), "-h", "127.0.0.1", "-p", str(self.port)]
         with open(self.log_path, "ab") as log:
@@ -281,6 +284,22 @@ class DagsterDev:
             },
         )
         return data["sensorOrError"]["sensorState"]["ticks"]
+
+    def stop_sensor(self, sensor: str) -> str:
+        """Stop a running sensor as the UI's toggle does; its status afterwards."""
+        data = self.graphql(
+            """query($selector: SensorSelector!) { sensorOrError(sensorSelector: $selector) {
+                __typename ... on Sensor { id } } }""",
+            {"selector": {**self._repository(), "sensorName": sensor}},
+        )
+        stopped = self.graphql(
+            """mutation($id: String) { stopSensor(id: $id) { __typename
+                ... on StopSensorMutationResult { instigationState { status } } ... on PythonError { message } } }""",
+            {"id": data["sensorOrError"]["id"]},
+        )["stopSensor"]
+        if stopped["__typename"] != "StopSensorMutationResult":
+            raise ValueError(f"stopping sensor {sensor} failed: {stopped}")
+        return stopped["instigationState"]["status"]
 
     def materialized_partitions(self, asset: str) -> int:
         """How many partitions of a partitioned asset the instance has recorded as materialized."""

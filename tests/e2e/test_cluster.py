@@ -1,0 +1,219 @@
+"""The cluster profile on a real one-host cluster: a Spark standalone master and two 1-core workers, PostgreSQL
+for the Iceberg catalog and the Dagster instance, and Dagster runs launched through the instance's run queue."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+
+import psycopg2
+import pytest
+
+from infra.catalog import pyiceberg_catalog
+from infra.deploy import CLUSTER_INSTANCE, local_cluster, standalone
+from infra.settings import Settings
+from infra.spark import get_spark
+from orchestration.definitions import PIPELINE_JOB
+from orchestration.sensors import LANDING_SENSOR, TRIGGER_TAG
+from pipelines.datasets import default_registry, land_demo
+from pipelines.run.pipeline import run_pipeline
+from tests.support.devserver import QUICK_ENV, DagsterDev, free_port, wait_for
+from tests.support.helpers import ALL_TABLES
+from tests.support.homes import make_settings
+from tests.support.repo import REPO
+
+pytestmark = [pytest.mark.cluster, pytest.mark.slow]
+
+# Columns a run stamps with its own clock: equal tables differ only there.
+VOLATILE = ("_ingested_at", "recorded_at")
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[local_cluster.Cluster]:
+    """Master, two workers and PostgreSQL on free ports; everything stopped afterwards, also when a test failed."""
+    # Not under pytest's temporary folder: PostgreSQL runs as its own user, which must reach its data folder.
+    folder = Path(tempfile.mkdtemp(prefix="tributary-cluster-"))
+    ports = {name: free_port() for name in local_cluster.DEFAULT_PORTS}
+    try:
+        started = local_cluster.up(folder, workers=2, cores=1, memory="1500m", ports=ports)  # stops what it started
+    except BaseException:
+        shutil.rmtree(folder, ignore_errors=True)
+        raise
+    try:
+        yield started
+    finally:
+        pids = [int(p.read_text()) for p in (folder / "pids").glob("*.pid")]
+        stopped = local_cluster.down(folder)
+        left = [pid for pid in pids if Path(f"/proc/{pid}").exists() and _state(pid) != "Z"]
+        shutil.rmtree(folder, ignore_errors=True)
+        assert sorted(stopped) == ["master", "postgres", "worker-0", "worker-1"] and not left, (stopped, left)
+
+
+def _state(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(") ", 1)[1][:1]
+    except (OSError, IndexError):
+        return "Z"
+
+
+@pytest.fixture(scope="module")
+def landing(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Both demo datasets landed once; every home below reads this folder."""
+    folder = tmp_path_factory.mktemp("landing")
+    land_demo(folder, rows=2000, files=2, seed=5)
+    return folder
+
+
+def _contents(settings: Settings, tables: tuple[str, ...]) -> dict[str, list[str]]:
+    """Each existing table's rows without volatile columns, as sorted JSON (read with pyiceberg, no JVM)."""
+    catalog = pyiceberg_catalog(settings)
+    contents = {}
+    for name in tables:
+        if catalog.table_exists(name):
+            rows = catalog.load_table(name).scan().to_arrow().to_pylist()
+            contents[name] = sorted(
+                json.dumps({k: v for k, v in r.items() if k not in VOLATILE}, default=str) for r in rows
+            )
+    return contents
+
+
+@pytest.fixture(scope="module")
+def reference(spark, landing: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[str]]:
+    """The demo pipeline run locally (local[*], SQLite catalog) on the same landed files."""
+    settings = replace(make_settings(tmp_path_factory.mktemp("local")), landing=landing)
+    assert get_spark(settings) is spark  # registers this home's catalog on the shared session
+    run_pipeline(spark, settings, default_registry())
+    return _contents(settings, ALL_TABLES)
+
+
+def _cluster_settings(cluster: local_cluster.Cluster, home: Path, landing: Path, catalog: str, monkeypatch) -> Settings:
+    for key, value in cluster.env().items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.setenv("TRIBUTARY_CATALOG_NAME", catalog)
+    return replace(Settings.from_env(home=home), landing=landing)
+
+
+def _dev(cluster: local_cluster.Cluster, root: Path, landing: Path, catalog: str, **extra: str) -> DagsterDev:
+    env = {**QUICK_ENV, **cluster.env(), "TRIBUTARY_LANDING": str(landing), "TRIBUTARY_CATALOG_NAME": catalog, **extra}
+    return DagsterDev(root / "dagster", root / "home", env, instance_yaml=CLUSTER_INSTANCE)
+
+
+def _executor_workers(event_logs: Path) -> dict[str, set[str]]:
+    """From the cluster applications' event logs (`app-*`; `local-*` are the local sessions that infer schemas
+    while Dagster loads the definitions): the worker (its web UI port) of each executor that ran a task."""
+    worker_of, ran = {}, set()
+    apps = sorted(event_logs.glob("app-*"))
+    assert len(apps) == 1, apps  # the run's driver, and nothing else on the cluster
+    for log in apps:
+        for line in log.read_text().splitlines():
+            event = json.loads(line)
+            if event["Event"] == "SparkListenerExecutorAdded":
+                stdout = event["Executor Info"]["Log Urls"]["stdout"]
+                worker_of[event["Executor ID"]] = stdout.split("//", 1)[1].split("/", 1)[0].rsplit(":", 1)[1]
+            elif event["Event"] == "SparkListenerTaskEnd":
+                ran.add(event["Task Info"]["Executor ID"])
+    return {"ports": {worker_of[e] for e in ran if e in worker_of}, "executors": ran}
+
+
+def _dagster_runs(cluster: local_cluster.Cluster, run_ids: list[str]) -> dict[str, str]:
+    """The status of each run as stored in the cluster's PostgreSQL database."""
+    server = cluster.postgres
+    db = psycopg2.connect(
+        host="127.0.0.1", port=server.port, user="tributary", password=server.password, dbname="dagster"
+    )
+    try:
+        with db.cursor() as cursor:
+            cursor.execute("SELECT run_id, status FROM runs WHERE run_id = ANY(%s)", (run_ids,))
+            return dict(cursor.fetchall())
+    finally:
+        db.close()
+
+
+def test_the_demo_pipeline_run_by_the_dagster_daemon_on_the_cluster_equals_a_local_run(
+    cluster, landing, reference, tmp_path, monkeypatch
+):
+    """Files already landed: the daemon's landing sensor launches one run through the queue, on the cluster."""
+    events = tmp_path / "spark-events"
+    events.mkdir()
+    conf = f"spark.eventLog.enabled=true,spark.eventLog.dir={events.as_uri()}"
+    with _dev(cluster, tmp_path, landing, "demo", TRIBUTARY_SPARK_CONF=conf) as dev:
+        launched = wait_for(lambda: dev.runs({TRIGGER_TAG: LANDING_SENSOR}), 120, "the landing sensor to start a run")
+        run = dev.wait_run(launched[0]["runId"], 900)
+        assert run["status"] == "SUCCESS", dev.log_text()[-3000:]
+        assert [r["runId"] for r in dev.runs()] == [run["runId"]]
+    settings = _cluster_settings(cluster, tmp_path / "home", landing, "demo", monkeypatch)
+    assert settings.deployment.cluster and not settings.uses_sqlite
+    on_cluster = _contents(settings, ALL_TABLES)
+    assert sorted(on_cluster) == sorted(reference) and len(reference) > 20
+    for name, rows in reference.items():
+        assert on_cluster[name] == rows, name
+    assert sum(map(len, reference.values())) > 5000
+    used = _executor_workers(events)
+    assert used["ports"] == {str(port) for port in cluster.worker_uis}, used
+    assert _dagster_runs(cluster, [run["runId"]]) == {run["runId"]: "SUCCESS"}
+
+
+def test_two_runs_of_different_tables_at_once_both_land_every_row(cluster, landing, reference, tmp_path, monkeypatch):
+    """Two Dagster runs, one core each, writing different tables through the PostgreSQL catalog at the same time."""
+    late = tmp_path / "landing"  # files land after the landing sensor is stopped: only the two runs below write
+    with _dev(cluster, tmp_path, late, "together", TRIBUTARY_MAX_CORES="1") as dev:
+        assert dev.stop_sensor(LANDING_SENSOR) == "STOPPED"
+        shutil.copytree(landing, late)
+        first = dev.launch_run(PIPELINE_JOB, assets=["bronze.events", "bronze.events_files"])
+        second = dev.launch_run(PIPELINE_JOB, assets=["bronze.impressions", "bronze.impressions_files"])
+        runs = [dev.wait_run(run_id, 600) for run_id in (first, second)]
+        assert [r["status"] for r in runs] == ["SUCCESS", "SUCCESS"], dev.log_text()[-3000:]
+    (a, b) = runs
+    assert a["startTime"] < b["endTime"] and b["startTime"] < a["endTime"], "the runs did not overlap"
+    settings = _cluster_settings(cluster, tmp_path / "home", late, "together", monkeypatch)
+    names = ("bronze.events", "bronze.impressions")
+    written = _contents(settings, names)
+    assert {name: [row.replace(str(late), str(landing)) for row in rows] for name, rows in written.items()} == {
+        name: reference[name] for name in names
+    }
+    assert _dagster_runs(cluster, [first, second]) == {first: "SUCCESS", second: "SUCCESS"}
+
+
+def _run_cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
+    command = [str(Path(sys.executable).parent / "tributary"), *args]
+    return subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+
+
+def test_workers_without_the_drivers_python_stop_the_run_with_one_line(cluster, landing, tmp_path, monkeypatch):
+    env = {**os.environ, **QUICK_ENV, **cluster.env(), "TRIBUTARY_HOME": str(tmp_path / "home")}
+    env |= {
+        "TRIBUTARY_LANDING": str(landing),
+        "TRIBUTARY_CATALOG_NAME": "nopython",
+        "PYSPARK_PYTHON": "/no/such/python",
+    }
+    done = _run_cli(env, "run", "bronze.events")
+    assert done.returncode == 2, done.stderr[-2000:]
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith("tributary: error: the cluster's workers have no Python at /no/such/python (PYSPARK_PYTHON)")
+    assert "Traceback" not in done.stderr
+    settings = _cluster_settings(cluster, tmp_path / "home", landing, "nopython", monkeypatch)
+    assert _contents(settings, ("bronze.events",)) == {}
+    assert standalone.master_state(cluster.master_ui)["aliveworkers"] == 2
+
+
+def test_a_cluster_that_gives_no_executor_stops_the_run_with_one_line(cluster, landing, tmp_path, monkeypatch):
+    """Executors bigger than any worker never start: the run says so after TRIBUTARY_LOCK_WAIT (at least 30 s)."""
+    env = {**os.environ, **QUICK_ENV, **cluster.env(), "TRIBUTARY_HOME": str(tmp_path / "home")}
+    env |= {"TRIBUTARY_LANDING": str(landing), "TRIBUTARY_CATALOG_NAME": "toobig"}
+    env |= {"TRIBUTARY_EXECUTOR_MEMORY": "8g", "TRIBUTARY_LOCK_WAIT": "0"}
+    done = _run_cli(env, "run", "bronze.events")
+    assert done.returncode == 2, done.stderr[-2000:]
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith(f"tributary: error: no executor of {cluster.master} ran a task within 30 s"), last
+    assert "TRIBUTARY_EXECUTOR_MEMORY" in last and "Traceback" not in done.stderr
+    settings = _cluster_settings(cluster, tmp_path / "home", landing, "toobig", monkeypatch)
+    assert _contents(settings, ("bronze.events",)) == {}
+    state = standalone.master_state(cluster.master_ui)
+    assert state["aliveworkers"] == 2 and state["activeapps"] == [], "the refused run's application is still there"
