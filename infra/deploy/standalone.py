@@ -80,17 +80,41 @@ def master_state(ui_port: int) -> dict | None:
 
 
 def wait_for_workers(folder: Path, ui_port: int, workers: int, timeout: float) -> dict:
-    """Wait until the master reports `workers` alive workers; SetupError naming the logs after `timeout` s."""
+    """Wait until the master reports `workers` alive workers; SetupError naming a daemon that exited (with the last
+    line of its log) or, after `timeout` s, the logs."""
     deadline = time.monotonic() + timeout
     while True:
         state = master_state(ui_port)
         if state is not None and state.get("aliveworkers", 0) >= workers:
             return state
-        dead = [name for name in daemon_names(folder) if _spark_pid(folder, name) is None]
-        if dead or time.monotonic() > deadline:
-            why = f"{', '.join(dead)} exited" if dead else f"not all {workers} workers registered in {timeout:g} s"
-            raise SetupError(f"the Spark cluster did not come up ({why}): see {folder / 'logs'}")
+        dead = [name for name in daemon_names(folder) if not _running(folder, name)]
+        if dead:
+            said = _last_line(folder / "logs" / f"{dead[0]}.log")
+            raise SetupError(f"the Spark cluster did not come up: {dead[0]} exited ({said}); see {folder / 'logs'}")
+        if time.monotonic() > deadline:
+            raise SetupError(
+                f"the Spark cluster did not come up: not all {workers} workers registered in {timeout:g} s; "
+                f"see {folder / 'logs'}"
+            )
         time.sleep(0.5)
+
+
+def _last_line(log: Path) -> str:
+    try:
+        lines = [line.strip() for line in log.read_text(errors="replace").splitlines() if line.strip()]
+    except OSError:
+        return "no log"
+    return lines[-1][:300] if lines else "an empty log"
+
+
+def _running(folder: Path, name: str) -> bool:
+    """Whether the process in `name`'s pid file still runs (a zombie, exited but not yet reaped, does not)."""
+    try:
+        pid = int((folder / "pids" / f"{name}.pid").read_text())
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, ValueError, IndexError):
+        return False
+    return state != "Z"
 
 
 def daemon_names(folder: Path) -> list[str]:
@@ -99,13 +123,16 @@ def daemon_names(folder: Path) -> list[str]:
 
 
 def _spark_pid(folder: Path, name: str) -> int | None:
-    """The pid in `name`'s pid file if that process is still a Spark daemon."""
+    """The pid in `name`'s pid file if that process is still a Spark daemon (not a reused pid)."""
+    if not _running(folder, name):
+        return None
     try:
         pid = int((folder / "pids" / f"{name}.pid").read_text())
         command = Path(f"/proc/{pid}/cmdline").read_bytes()
     except (OSError, ValueError):
         return None
-    return pid if b"org.apache.spark.deploy." in command else None
+    # Empty for an instant while spark-class replaces itself with the JVM (exec), which is still the daemon.
+    return pid if not command or b"org.apache.spark.deploy." in command else None
 
 
 def stop_all(folder: Path, timeout: float = 20) -> list[str]:
