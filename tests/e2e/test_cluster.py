@@ -84,13 +84,23 @@ def _contents(settings: Settings, tables: tuple[str, ...]) -> dict[str, list[str
     return contents
 
 
+def _snapshots(settings: Settings, table: str) -> int:
+    return len(pyiceberg_catalog(settings).load_table(table).snapshots())
+
+
 @pytest.fixture(scope="module")
-def reference(spark, landing: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[str]]:
-    """The demo pipeline run locally (local[*], SQLite catalog) on the same landed files."""
+def local_run(spark, landing: Path, tmp_path_factory: pytest.TempPathFactory) -> Settings:
+    """The demo pipeline run locally (local[*], SQLite catalog) on the same landed files: its home."""
     settings = replace(make_settings(tmp_path_factory.mktemp("local")), landing=landing)
     assert get_spark(settings) is spark  # registers this home's catalog on the shared session
     run_pipeline(spark, settings, default_registry())
-    return _contents(settings, ALL_TABLES)
+    return settings
+
+
+@pytest.fixture(scope="module")
+def reference(local_run: Settings) -> dict[str, list[str]]:
+    """Every table of the local run."""
+    return _contents(local_run, ALL_TABLES)
 
 
 def _cluster_settings(cluster: local_cluster.Cluster, home: Path, landing: Path, catalog: str, monkeypatch) -> Settings:
@@ -160,25 +170,46 @@ def test_the_demo_pipeline_run_by_the_dagster_daemon_on_the_cluster_equals_a_loc
     assert _dagster_runs(cluster, [run["runId"]]) == {run["runId"]: "SUCCESS"}
 
 
+def _launch_together(dev: DagsterDev, landing: Path, late: Path, *selections: list[str]) -> list[dict]:
+    """Stop the landing sensor, land the files (so only these runs write), launch one run per asset selection at
+    once and wait for all of them."""
+    assert dev.stop_sensor(LANDING_SENSOR) == "STOPPED"
+    shutil.copytree(landing, late)
+    run_ids = [dev.launch_run(PIPELINE_JOB, assets=selection) for selection in selections]
+    runs = [dev.wait_run(run_id, 600) for run_id in run_ids]
+    assert [r["status"] for r in runs] == ["SUCCESS"] * len(runs), dev.log_text()[-3000:]
+    return runs
+
+
+def _landed_as_reference(written: dict[str, list[str]], late: Path, landing: Path) -> dict[str, list[str]]:
+    """`written` with the copied landing folder's path put back (lineage names the file each row came from)."""
+    return {name: [row.replace(str(late), str(landing)) for row in rows] for name, rows in written.items()}
+
+
 def test_two_runs_of_different_tables_at_once_both_land_every_row(cluster, landing, reference, tmp_path, monkeypatch):
     """Two Dagster runs, one core each, writing different tables through the PostgreSQL catalog at the same time."""
-    late = tmp_path / "landing"  # files land after the landing sensor is stopped: only the two runs below write
+    late, names = tmp_path / "landing", ("bronze.events", "bronze.impressions")
     with _dev(cluster, tmp_path, late, "together", TRIBUTARY_MAX_CORES="1") as dev:
-        assert dev.stop_sensor(LANDING_SENSOR) == "STOPPED"
-        shutil.copytree(landing, late)
-        first = dev.launch_run(PIPELINE_JOB, assets=["bronze.events", "bronze.events_files"])
-        second = dev.launch_run(PIPELINE_JOB, assets=["bronze.impressions", "bronze.impressions_files"])
-        runs = [dev.wait_run(run_id, 600) for run_id in (first, second)]
-        assert [r["status"] for r in runs] == ["SUCCESS", "SUCCESS"], dev.log_text()[-3000:]
+        runs = _launch_together(dev, landing, late, [names[0], f"{names[0]}_files"], [names[1], f"{names[1]}_files"])
     (a, b) = runs
     assert a["startTime"] < b["endTime"] and b["startTime"] < a["endTime"], "the runs did not overlap"
     settings = _cluster_settings(cluster, tmp_path / "home", late, "together", monkeypatch)
-    names = ("bronze.events", "bronze.impressions")
-    written = _contents(settings, names)
-    assert {name: [row.replace(str(late), str(landing)) for row in rows] for name, rows in written.items()} == {
-        name: reference[name] for name in names
-    }
-    assert _dagster_runs(cluster, [first, second]) == {first: "SUCCESS", second: "SUCCESS"}
+    assert _landed_as_reference(_contents(settings, names), late, landing) == {name: reference[name] for name in names}
+    ids = [r["runId"] for r in runs]
+    assert _dagster_runs(cluster, ids) == dict.fromkeys(ids, "SUCCESS")
+
+
+def test_two_runs_of_one_table_at_once_take_turns_and_land_each_row_once(
+    cluster, landing, reference, local_run, tmp_path, monkeypatch
+):
+    """No core limit: the first run holds every core, the second waits for executors (holding no lock), then
+    finds everything written. A run that took the table's lock before its executors would wait forever."""
+    late, table = tmp_path / "landing", "bronze.events"
+    with _dev(cluster, tmp_path, late, "turns") as dev:
+        runs = _launch_together(dev, landing, late, [table, f"{table}_files"], [table, f"{table}_files"])
+    settings = _cluster_settings(cluster, tmp_path / "home", late, "turns", monkeypatch)
+    assert _landed_as_reference(_contents(settings, (table,)), late, landing) == {table: reference[table]}
+    assert len(runs) == 2 and _snapshots(settings, table) == _snapshots(local_run, table), "the second run wrote again"
 
 
 def _run_cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
