@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+from infra.ports import free_port
 from infra.settings import Settings
 
 LOCAL_TARGET_P50_S = 0.5
@@ -77,12 +77,6 @@ def _run_local(command: list[str], env: dict[str, str], sql: str) -> float:
     return elapsed
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def bench_sql(settings: Settings, runs: int = 10) -> dict:
     """p50/p95 seconds of five gold queries via the local command (process start included) and the SQL server."""
     from pyhive import hive
@@ -113,7 +107,7 @@ def bench_sql(settings: Settings, runs: int = 10) -> dict:
     result["local_target_p50_s"] = LOCAL_TARGET_P50_S
     result["local_target_met"] = result["local_p50_s"] < LOCAL_TARGET_P50_S
 
-    port = _free_port()
+    port = free_port()
     started = time.perf_counter()
     sql_server.start(settings, port=port)
     result["server_start_s"] = round(time.perf_counter() - started, 2)

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from infra.errors import SetupError
+from infra.ports import free_port
 
 
 @dataclass(frozen=True)
@@ -39,13 +40,6 @@ class Broker:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait(10)
-
-
-def free_port() -> int:
-    """A TCP port nothing listens on now (127.0.0.1)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def start_broker(data_dir: Path, port: int | None = None, timeout: float = 30.0) -> Broker:

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import json
 import shlex
-import socket
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from infra.deploy import postgres, standalone
+from infra.ports import port_or_free
 
 DEFAULT_PORTS = {"master": 7077, "master_ui": 8080, "postgres": 5433}
 
@@ -52,18 +52,6 @@ class Cluster:
         }
 
 
-def _free(port: int) -> int:
-    """`port` when nothing listens on it on 127.0.0.1, else a free one."""
-    for candidate in (port, 0):
-        with socket.socket() as sock:
-            try:
-                sock.bind(("127.0.0.1", candidate))
-            except OSError:
-                continue
-            return sock.getsockname()[1]
-    raise OSError("no free port on 127.0.0.1")
-
-
 def _state_file(folder: Path) -> Path:
     return folder / "cluster.json"
 
@@ -95,14 +83,14 @@ def up(
     folder.chmod(0o711)  # PostgreSQL's user must reach its data folder inside; nothing here is listed to others
     wanted = {**DEFAULT_PORTS, **(ports or {})}
     try:
-        pg_port = _free(wanted["postgres"])
+        pg_port = port_or_free(wanted["postgres"])
         password = postgres.start(folder, pg_port).password
-        master_port, master_ui = _free(wanted["master"]), _free(wanted["master_ui"])
+        master_port, master_ui = port_or_free(wanted["master"]), port_or_free(wanted["master_ui"])
         standalone.start_master(folder, master_port, master_ui)
         cluster = Cluster(folder, master_port, master_ui, (), pg_port, password)
         uis = []
         for index in range(workers):
-            uis.append(_free(master_ui + 1 + index))
+            uis.append(port_or_free(master_ui + 1 + index))
             standalone.start_worker(folder, index, cluster.master, cores, memory, uis[-1])
         cluster = Cluster(folder, master_port, master_ui, tuple(uis), pg_port, password)
         _state_file(folder).write_text(json.dumps({k: v for k, v in asdict(cluster).items() if k != "folder"}))

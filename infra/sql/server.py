@@ -36,6 +36,7 @@ from pathlib import Path
 from urllib.parse import parse_qsl, urlencode
 
 from infra.errors import ConfigError, SetupError
+from infra.ports import port_free
 from infra.settings import Settings
 from infra.sql.delta_tables import SPARK_SQL_REFUSED
 
@@ -211,18 +212,6 @@ def _accepts(port: int) -> bool:
             return True
     except OSError:
         return False
-
-
-def port_free(port: int) -> bool:
-    """True if nothing listens on 127.0.0.1:`port` and it can be bound."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        # As the JVM does: connections of a previous server lingering in TIME_WAIT do not block the port.
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            sock.bind((HOST, port))
-        except OSError:
-            return False
-    return True
 
 
 def _log_tail(path: Path, lines: int = 15) -> str:

@@ -18,13 +18,14 @@ import pytest
 
 from infra.catalog import pyiceberg_catalog
 from infra.deploy import CLUSTER_INSTANCE, local_cluster, standalone
+from infra.ports import free_port
 from infra.settings import Settings
 from infra.spark import get_spark
 from orchestration.definitions import PIPELINE_JOB
 from orchestration.sensors import LANDING_SENSOR, TRIGGER_TAG
 from pipelines.datasets import default_registry, land_demo
 from pipelines.run.pipeline import run_pipeline
-from tests.support.devserver import QUICK_ENV, DagsterDev, free_port, wait_for
+from tests.support.devserver import QUICK_ENV, DagsterDev, wait_for
 from tests.support.helpers import ALL_TABLES
 from tests.support.homes import make_settings
 from tests.support.repo import REPO

@@ -14,7 +14,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -26,6 +25,7 @@ from typing import Any, TypeVar
 
 from infra.deploy import LOCAL_INSTANCE
 from infra.errors import SetupError
+from infra.ports import free_port
 from tests.support.repo import REPO
 
 REPOSITORY = "__repository__"
@@ -44,13 +44,6 @@ QUICK_ENV = {
     "TRIBUTARY_SHUFFLE_PARTITIONS": "2",
     "TRIBUTARY_DRIVER_MEMORY": "1g",
 }
-
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on right now."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def wait_for(check: Callable[[], T | None], timeout: float, what: str, interval: float = 1.0) -> T:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import socket
 import sqlite3
 import subprocess
 import sys
@@ -25,6 +24,7 @@ from pyhive import hive
 from thrift.transport.TTransport import TTransportException
 
 from infra.errors import ConfigError, TributaryError
+from infra.ports import free_port
 from infra.settings import Settings
 from infra.spark import get_spark
 from infra.sql.local import LocalEngine, settings_env
@@ -182,12 +182,6 @@ def test_spark_engine_opens_the_catalog_read_only(spark, lake: Lake, untouched):
 # ------------------------------------------------------------------------------------- Thrift server
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @dataclass(frozen=True)
 class Server:
     """A running SQL server and what `tributary sql-server start` printed."""
@@ -199,7 +193,7 @@ class Server:
 @pytest.fixture(scope="module")
 def server(lake: Lake) -> Iterator[Server]:
     """The read-only SQL server of the lake, started with TRIBUTARY_SQL_PASSWORD=PASSWORD."""
-    port = _free_port()
+    port = free_port()
     env = {
         **os.environ,
         **settings_env(lake.settings),

@@ -10,10 +10,11 @@ import sys
 import pytest
 from pyhive import hive
 
+from infra.ports import free_port, port_free
 from infra.settings import Settings
 from infra.sql.local import settings_env
 from infra.sql.query import run_query
-from infra.sql.server import port_free, read_only_catalog_uri, status
+from infra.sql.server import read_only_catalog_uri, status
 from pipelines.datasets import default_registry
 from pipelines.datasets.ecommerce.sample_data import generate
 from pipelines.io.formats import table_format
@@ -24,12 +25,6 @@ GOLD_QUERY = """
     SELECT category, currency, sum(orders) AS orders, sum(units) AS units, sum(revenue) AS revenue
     FROM {table} WHERE event_date >= DATE '2026-11-02'
     GROUP BY category, currency ORDER BY category, currency"""
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def _cli(settings: Settings, port: int, *args: str) -> subprocess.CompletedProcess:
@@ -59,7 +54,7 @@ def test_thrift_server_serves_gold_read_only(spark, fresh_settings: Settings):
     rows_before = spark.table(gold).count()
     current = spark.sql(f"SELECT snapshot_id FROM {gold}.snapshots ORDER BY committed_at DESC LIMIT 1").first()[0]
 
-    port = _free_port()
+    port = free_port()
     started = _cli(settings, port, "sql-server", "start")
     try:
         assert started.returncode == 0, started.stdout + started.stderr
