@@ -107,14 +107,21 @@ def _last_line(log: Path) -> str:
     return lines[-1][:300] if lines else "an empty log"
 
 
-def _running(folder: Path, name: str) -> bool:
-    """Whether the process in `name`'s pid file still runs (a zombie, exited but not yet reaped, does not)."""
+def process_running(pid: int) -> bool:
+    """Whether process `pid` still runs (a zombie, exited but not yet reaped, does not)."""
     try:
-        pid = int((folder / "pids" / f"{name}.pid").read_text())
         state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, ValueError, IndexError):
+    except (OSError, IndexError):
         return False
     return state != "Z"
+
+
+def _running(folder: Path, name: str) -> bool:
+    """Whether the process in `name`'s pid file still runs."""
+    try:
+        return process_running(int((folder / "pids" / f"{name}.pid").read_text()))
+    except (OSError, ValueError):
+        return False
 
 
 def daemon_names(folder: Path) -> list[str]:

@@ -52,16 +52,9 @@ def cluster() -> Iterator[local_cluster.Cluster]:
     finally:
         pids = [int(p.read_text()) for p in (folder / "pids").glob("*.pid")]
         stopped = local_cluster.down(folder)
-        left = [pid for pid in pids if Path(f"/proc/{pid}").exists() and _state(pid) != "Z"]
+        left = [pid for pid in pids if standalone.process_running(pid)]
         shutil.rmtree(folder, ignore_errors=True)
         assert sorted(stopped) == ["master", "postgres", "worker-0", "worker-1"] and not left, (stopped, left)
-
-
-def _state(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().split(") ", 1)[1][:1]
-    except (OSError, IndexError):
-        return "Z"
 
 
 @pytest.fixture(scope="module")
