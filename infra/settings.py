@@ -40,10 +40,11 @@ def _require_positive_int(setting: str, value: str) -> int:
     return int(value)
 
 
-def _non_negative_int(name: str, default: str) -> int:
+def _non_negative_int(name: str, default: str, unit: str) -> int:
+    """The setting as a whole number of `unit` (0 or more), or `ConfigError` naming it and its unit."""
     value = _env(name, default)
-    if not value.isdigit():
-        raise ConfigError(f"{PREFIX}{name} must be a whole number of seconds (0 or more), got {value!r}")
+    if not (value.isascii() and value.isdigit()):
+        raise ConfigError(f"{PREFIX}{name} must be a whole number of {unit} (0 or more), got {value!r}")
     return int(value)
 
 
@@ -196,8 +197,8 @@ class Settings:
             sensor_interval_seconds=_positive_int("SENSOR_INTERVAL", "5"),
             partitions_start=_env("PARTITIONS_START", "2026-01-01"),
             alert_webhook=_env("ALERT_WEBHOOK"),
-            lock_wait_seconds=_non_negative_int("LOCK_WAIT", "900"),
-            stage_landing_mb=_non_negative_int("STAGE_LANDING_MB", "32"),
+            lock_wait_seconds=_non_negative_int("LOCK_WAIT", "900", "seconds"),
+            stage_landing_mb=_non_negative_int("STAGE_LANDING_MB", "32", "megabytes"),
             kafka=KafkaSettings.from_env(),
             deployment=Deployment.from_env(),
         )

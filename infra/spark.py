@@ -146,8 +146,19 @@ def _start_failure(settings: Settings, exc: Exception) -> ConfigError:
 DRIVER_JAVA_OPTIONS = "spark.driver.extraJavaOptions"
 
 
+# Spark's console logging, with failed tasks' stack traces sent to <home>/logs instead (see the file).
+LOG_CONFIG = Path(__file__).with_name("log4j2.properties")
+
+
 def _driver_java_options(settings: Settings, archive: list[str]) -> str:
-    return " ".join([f"-Dderby.system.home={settings.home / 'derby'}", *archive])
+    return " ".join(
+        [
+            f"-Dderby.system.home={settings.home / 'derby'}",
+            f"-Dlog4j2.configurationFile={LOG_CONFIG}",
+            f"-Dtributary.log.dir={settings.home / 'logs'}",
+            *archive,
+        ]
+    )
 
 
 def spark_conf(settings: Settings) -> dict[str, str]:

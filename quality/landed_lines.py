@@ -13,6 +13,7 @@ from infra.settings import Settings
 from pipelines.io.archive import received_files
 from pipelines.io.checkpoints import committed_files
 from pipelines.io.formats import table_format
+from pipelines.io.landing import is_blank, landed_lines
 from pipelines.spec.tables import FileSource, TableSpec
 from quality.results import MAX_SAMPLES, Outcome
 
@@ -25,7 +26,7 @@ def _lines(path: Path, source: FileSource) -> int:
     if source.format == "parquet":
         return pq.read_metadata(path).num_rows
     with open_landed(path) as fh:
-        count = sum(1 for line in fh if line.strip())
+        count = sum(1 for line in landed_lines(fh) if not is_blank(line))
     return max(count - 1, 0) if source.format == "csv" else count
 
 

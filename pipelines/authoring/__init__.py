@@ -5,7 +5,7 @@ import pipelines.authoring as tb
 tb.landing("bronze.events", tb.files("events", "json", EVENTS))
 
 @tb.silver(write=tb.dedupe("event_id", time="event_time"))
-@tb.expect_or_quarantine("event_id_present", "event_id IS NOT NULL")
+@tb.expect_or_quarantine("user_id_present", "user_id IS NOT NULL")
 def events(bronze_events):
     return bronze_events.withColumn("event_date", F.to_date("event_time"))
 """
@@ -26,6 +26,7 @@ from pipelines.authoring.decorators import (
     watermark,
 )
 from pipelines.authoring.kinds import append, cdc, dedupe, recompute, replace, upsert
+from pipelines.io.landing_parse import rounded
 from pipelines.spec.expectations import (
     between,
     fresh,
@@ -57,6 +58,7 @@ __all__ = [
     "plausible_time",
     "recompute",
     "replace",
+    "rounded",
     "row_count",
     "row_count_vs_upstream",
     "schema",

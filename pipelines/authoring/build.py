@@ -12,7 +12,7 @@ from pipelines.authoring.declarations import Declaration, DeclarationError, Para
 from pipelines.run.streams import late_output
 from pipelines.spec.expectations import Expectation, not_null, schema_matches, unique
 from pipelines.spec.registry import Registry
-from pipelines.spec.rules import Rule, landed_rules
+from pipelines.spec.rules import Rule, key_rules, landed_rules
 from pipelines.spec.tables import KafkaSource, LandingSource, OutputTable, StaticSource, TableSource, TableSpec
 
 LANDING_CHECKS = (not_null("_source_file"), not_null("_ingested_at"), not_null("_batch_id"))
@@ -109,7 +109,9 @@ def build_spec(d: Declaration, specs: dict[str, TableSpec]) -> TableSpec:
     main = d.params and _runner_params(d)[0]
     upstream = specs.get(main.table) if main else None
     landed = upstream is not None and isinstance(upstream.source, LandingSource)
-    rules: tuple[Rule, ...] = (*landed_rules(upstream.name), *d.rules) if kind.validates and landed else d.rules
+    rules: tuple[Rule, ...] = d.rules
+    if kind.validates:
+        rules = (*(landed_rules(upstream.name) if landed else ()), *key_rules(kind.keys, d.rules), *d.rules)
     call = _caller(d)
     transform = kind.transform(d, rules, call)
     params = _runner_params(d) if d.params else ()

@@ -22,6 +22,7 @@ from pyspark.sql.types import (
 
 from infra.errors import ConfigError
 from infra.identifiers import is_column_name
+from pipelines.io.landing_parse import rounded
 
 _SIMPLE: dict[str, DataType] = {
     "string": StringType(),
@@ -52,12 +53,16 @@ def _type(text: str, column: str) -> DataType:
     )
 
 
-def schema(ddl: str) -> StructType:
-    """A StructType from `"name type, name type, ..."` (the simple types and `decimal(p,s)`)."""
+def schema(ddl: str, *, round: tuple[str, ...] = ()) -> StructType:
+    """A StructType from `"name type, name type, ..."` (the simple types and `decimal(p,s)`).
+
+    A landed decimal with more fractional digits than its scale is rescued with its text, never rounded; name the
+    decimal columns whose values may be rounded to their scale in `round`.
+    """
     fields = []
     for item in re.split(r",(?![^()]*\))", ddl):
         name, _, kind = item.strip().partition(" ")
         if not is_column_name(name) or not kind:
             raise ConfigError(f"schema: {item.strip()!r} is not 'column type' (e.g. 'event_id string')")
         fields.append(StructField(name, _type(kind, name)))
-    return StructType(fields)
+    return rounded(StructType(fields), *round) if round else StructType(fields)

@@ -14,6 +14,7 @@ descendants to still exist.
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -155,6 +156,36 @@ def caught_up_offsets(checkpoint: Path) -> set[tuple[int, int]] | None:
         if isinstance(value, dict) and "snapshot_id" in value:
             found.add((int(value["snapshot_id"]), int(value.get("position", 0))))
     return found
+
+
+def plan_owed_no_data_batch(checkpoint: Path) -> int | None:
+    """Plan the no-data batch that a query killed right after committing a batch still owes; return its id.
+
+    After a batch that moved the watermark, Spark runs one more batch without data: the one in which append-mode
+    windows, sessions and join rows that the new watermark closes are emitted and their state dropped. It
+    records that watermark with the committed batch (`commits/<n>`: nextBatchWatermarkMs), but a restarted query
+    runs a batch only when new data arrives, so a run killed between the commit and the next plan would leave
+    those rows unwritten until more data lands (and a re-run would end "caught up" without them). Writing
+    `offsets/<n+1>` as Spark would have (the same end offsets, the committed watermark) makes the restarted query
+    re-run it as an interrupted batch, with no data: the batch the uninterrupted run would have run.
+    """
+    offsets = batch_files(checkpoint / "offsets")
+    if not offsets:
+        return None
+    last = max(offsets)
+    commits = batch_files(checkpoint / "commits")
+    if last not in commits or _finished_after(checkpoint) == last:
+        return None
+    planned = batch_metadata(offsets[last])
+    watermark = int(batch_metadata(commits[last]).get("nextBatchWatermarkMs", 0))
+    if watermark <= int(planned.get("batchWatermarkMs", 0)):
+        return None
+    version, _, *positions = offsets[last].read_text().splitlines()
+    metadata = {**planned, "batchWatermarkMs": watermark, "batchTimestampMs": int(time.time() * 1000)}
+    owed = last + 1
+    (checkpoint / "offsets" / f".{owed}.crc").unlink(missing_ok=True)
+    write_atomically(checkpoint / "offsets" / str(owed), "\n".join([version, json.dumps(metadata), *positions]))
+    return owed
 
 
 def mark_finished(checkpoint: Path) -> None:

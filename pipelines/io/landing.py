@@ -10,14 +10,22 @@ Spark lists the folder and skips the names Hadoop tools use for files that are h
 `._COPYING_` (`hadoop fs -put` in flight). Every other file is read, whatever its suffix and also when it is
 empty. Producers therefore write under a hidden name and rename the file into place when it is complete.
 
+Two kinds of entries are never landed files: a symbolic link (a run refuses a landing folder holding one,
+`pipelines.io.sources.check_landing`, since following it would ingest whatever it points to) and a subfolder (not
+read: landing is not recursive; each run names the subfolders it leaves, `unread_subfolders`).
+
+A landed text file is split into lines as Spark's text reader splits it: at `\n`, `\r\n` and a lone `\r`
+(`landed_lines`); every byte is in exactly one line.
+
 Nothing here needs Spark: the landing sensor lists the folders with it every few seconds, without a JVM.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import IO, TYPE_CHECKING
 
 if TYPE_CHECKING:
     from infra.settings import Settings
@@ -26,6 +34,7 @@ if TYPE_CHECKING:
 # Parquet summary files: Spark reads them although their names start with `_`.
 _READ_ALTHOUGH_UNDERSCORE = ("_common_metadata", "_metadata")
 _IN_FLIGHT_SUFFIX = "._COPYING_"
+_UTF8_BOM = "\ufeff".encode()
 
 
 def landing_folder(settings: Settings, source: FileSource) -> Path:
@@ -44,11 +53,42 @@ def is_landed_name(name: str) -> bool:
 def landed_paths(folder: Path) -> list[Path]:
     """The landed files directly in `folder`, in name order; none when the folder does not exist.
 
-    A landed file is a regular file (or a link to one) with a landed name (`is_landed_name`).
+    A landed file is a regular file, not a link, with a landed name (`is_landed_name`).
     """
     if not folder.is_dir():
         return []
     with os.scandir(folder) as entries:
-        # DirEntry.is_file follows links and is False for an entry removed since the listing.
-        landed = sorted((e.name, e.path) for e in entries if is_landed_name(e.name) and e.is_file())
+        # is_file is False for an entry removed since the listing.
+        landed = sorted(
+            (e.name, e.path) for e in entries if is_landed_name(e.name) and e.is_file(follow_symlinks=False)
+        )
     return [Path(path) for _, path in landed]
+
+
+def unread_subfolders(folder: Path) -> list[str]:
+    """The names of the subfolders of `folder` that hold files (landing is not recursive: they are not read)."""
+    if not folder.is_dir():
+        return []
+    with os.scandir(folder) as entries:
+        subfolders = [e for e in entries if is_landed_name(e.name) and e.is_dir(follow_symlinks=False)]
+    return sorted(e.name for e in subfolders if any(p.is_file() for p in Path(e.path).rglob("*")))
+
+
+def landed_lines(fh: IO[bytes]) -> Iterator[bytes]:
+    """The lines of a landed text file as Spark's text reader splits them: at `\n`, `\r\n` and a lone `\r`,
+    without their line ends."""
+    rest = b""
+    while chunk := fh.read(1 << 20):
+        parts = (rest + chunk).splitlines(keepends=True)  # bytes split at exactly \n, \r\n and \r
+        # The last part may go on in the next read (a `\r` may be the first half of `\r\n`).
+        rest = parts.pop() if parts and not parts[-1].endswith(b"\n") else b""
+        for part in parts:
+            yield part.rstrip(b"\r\n")
+    if rest:
+        yield rest.rstrip(b"\r")
+
+
+def is_blank(line: bytes) -> bool:
+    """Whether a landed line is blank (only white space after a byte-order mark), as the text parse judges it
+    (`pipelines.io.landing_parse.clean_lines`): not a record."""
+    return not line.removeprefix(_UTF8_BOM).strip()

@@ -18,14 +18,17 @@ from __future__ import annotations
 
 import csv
 import io
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from functools import reduce
 from pathlib import Path
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import (
     BinaryType,
+    DataType,
+    DecimalType,
     IntegerType,
     LongType,
     MapType,
@@ -35,7 +38,9 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from infra.errors import ConfigError
 from infra.paths import open_landed
+from pipelines.io.landing import landed_lines
 from pipelines.spec.tables import FileSource
 
 CORRUPT_COLUMN = "_corrupt_record"
@@ -59,6 +64,8 @@ KAFKA_LINEAGE = (
     StructField("_kafka_key", BinaryType()),
 )
 BOM = "\ufeff"
+# StructField metadata of a decimal column whose landed values are rounded to its scale (`rounded`).
+ROUND_METADATA = "tributary.round"
 _TEXT_MAP = MapType(StringType(), StringType())
 # Options of Spark's CSV reader that mean nothing to a per-line parse (the header is handled here).
 _READER_ONLY = {"header", "multiLine", "lineSep", "encoding", "enforceSchema", "inferSchema", "samplingRatio"}
@@ -91,12 +98,12 @@ def read_csv_headers(source: FileSource, paths: Iterable[Path], known: CsvHeader
             continue
         try:
             with open_landed(path) as fh:
-                raw = fh.readline()
+                raw = next(landed_lines(fh), b"")
         except (OSError, EOFError) as exc:
             problems[path.name] = f"cannot read its header ({type(exc).__name__}: {exc})"
             continue
         try:
-            line = raw.decode("utf-8").removeprefix(BOM).rstrip("\r\n")
+            line = raw.decode("utf-8").removeprefix(BOM)
         except UnicodeDecodeError:
             problems[path.name] = "its header line is not UTF-8"
             continue
@@ -160,33 +167,67 @@ def clean_lines(df: DataFrame, *extra: Column, keep_blank: bool = False) -> Data
 def parse_json_lines(df: DataFrame, source: FileSource, keep_blank: bool = False) -> DataFrame:
     """Typed rows, `_corrupt_record` and `_rescued_data` from JSON lines read as text (with `_metadata`).
 
-    Every line is parsed typed and its top-level keys listed (`json_object_keys`: NULL when the line is not a
-    JSON object); the text of every value is parsed only for the rare line that needs `_rescued_data`.
+    Every line is parsed typed (decimals at their widest scale, `exact_values`) and its top-level keys listed
+    (`json_object_keys`: NULL when the line is not a JSON object); the text of every value is parsed only for the
+    rare line that needs `_rescued_data`. A line holding anything after its object (`single_json_value`) or a
+    lone UTF-16 surrogate escape (`lone_surrogate`) is corrupt: Spark's parser would drop the rest, or store `?`.
     """
     options = {**dict(source.options), "columnNameOfCorruptRecord": CORRUPT_COLUMN}
     parsed = clean_lines(df, keep_blank=keep_blank).select(
-        F.from_json("_line", with_corrupt(source.schema), options).alias("_typed"),
+        F.from_json("_line", with_corrupt(_wide(source.schema)), options).alias("_typed"),
         F.json_object_keys("_line").alias("_keys"),
         "_utf8",
         "_line",
         "_metadata",
     )
     names = source.schema.names
-    ok = F.col("_utf8") & F.col("_keys").isNotNull()
+    line = F.col("_line")
+    # A line that is not one JSON object in UTF-8 text is corrupt whole: it has no typed values.
+    ok = F.col("_utf8") & F.col("_keys").isNotNull() & single_json_value(line) & ~lone_surrogate(line)
+    values, inexact, exact_texts = exact_values(source.schema, lambda name: F.col(f"_typed.{name}"))
     # A JSON object whose typed parse is corrupt has a value that did not convert.
-    failed = F.col(f"_typed.{CORRUPT_COLUMN}").isNotNull()
+    failed = F.col(f"_typed.{CORRUPT_COLUMN}").isNotNull() | inexact
     has_unknown = F.exists("_keys", lambda k: ~k.isin(*names)) if names else F.size("_keys") > 0
     raw = F.from_json("_line", _TEXT_MAP)
-    texts = {name: raw[name] for name in names}
+    # Spark renders a JSON number as text through a double: a decimal's exact text is its wide value's.
+    texts = {name: F.coalesce(exact_texts[name], raw[name]) if name in exact_texts else raw[name] for name in names}
     unknown = F.map_filter(raw, lambda k, _: ~k.isin(*names))
-    rescued = _rescued(source.schema, F.col("_typed"), texts, unknown)
+    rescued = _rescued(source.schema, values, texts, unknown)
     return parsed.select(
-        *[F.when(ok, F.col(f"_typed.{f.name}")).alias(f.name) for f in source.schema.fields],
+        *[F.when(ok, values[f.name]).alias(f.name) for f in source.schema.fields],
         F.when(~ok | failed, F.col("_line")).alias(CORRUPT_COLUMN),
         # Built only for the rare record that needs it: the map functions are costly per row.
         F.when(ok & (failed | has_unknown), rescued).alias(RESCUED_COLUMN),
         "_metadata",
     )
+
+
+def single_json_value(line: Column) -> Column:
+    """TRUE when `line` holds one JSON value and nothing after it (Spark's parsers stop after the first value).
+
+    Wrapped in `[...]` the line is an array of exactly one element unless something follows the value (another
+    object, a comma, a closing brace: NULL or a longer array); the one thing that wrapping hides, a `]` after the
+    value, is caught by also wrapping it as `{"v": ...}`, tried only for the lines holding a `]`. Both functions
+    only tokenize, they build no values.
+    """
+    in_array = F.json_array_length(F.concat(F.lit("["), line, F.lit("]"))) == 1
+    in_object = F.size(F.json_object_keys(F.concat(F.lit('{"v":'), line, F.lit("}")))) == 1
+    return F.coalesce(in_array & (~line.contains("]") | in_object), F.lit(False))
+
+
+# A `\uD800`-`\uDBFF` escape not followed by a `\uDC00`-`\uDFFF` one, or the latter not preceded by the former;
+# an escape is a backslash preceded by an even number of backslashes.
+_ESCAPE = r"(?<!\\)(?:\\\\)*\\u"
+_LONE_SURROGATE = (
+    rf"{_ESCAPE}[dD][89abAB][0-9a-fA-F]{{2}}(?!\\u[dD][c-fC-F][0-9a-fA-F]{{2}})"
+    rf"|(?<!\\u[dD][89abAB][0-9a-fA-F]{{2}}){_ESCAPE}[dD][c-fC-F][0-9a-fA-F]{{2}}"
+)
+
+
+def lone_surrogate(line: Column) -> Column:
+    """TRUE when a JSON line escapes half of a UTF-16 surrogate pair (`"\\ud800"`): no UTF-8 text can hold it, and
+    Spark would store `?` in its place. Only lines with a `\\u` escape are searched."""
+    return line.contains("\\u") & line.rlike(_LONE_SURROGATE)
 
 
 def parse_csv_lines(df: DataFrame, source: FileSource, headers: CsvHeaders, keep_blank: bool = False) -> DataFrame:
@@ -205,7 +246,7 @@ def parse_csv_lines(df: DataFrame, source: FileSource, headers: CsvHeaders, keep
     lines = lines.filter(header.isNull() | (F.col("_line") != header))
     options = {k: v for k, v in source.options if k not in _READER_ONLY}
     options["columnNameOfCorruptRecord"] = CORRUPT_COLUMN
-    declared = {f.name: f.dataType for f in source.schema.fields}
+    declared = {f.name: _wide_type(f) for f in source.schema.fields}
     values: dict[str, list[Column]] = {name: [] for name in declared}
     corrupt: list[Column] = []
     rescued: list[Column] = []
@@ -213,14 +254,17 @@ def parse_csv_lines(df: DataFrame, source: FileSource, headers: CsvHeaders, keep
         # Typed: corrupt when a cell does not convert or the cell count is wrong; text: only the latter.
         typed = F.from_csv("_line", _ddl(names, declared, typed=True), options)
         raw = F.from_csv("_line", _ddl(names, declared, typed=False), options)
-        for name in declared:
-            values[name].append(typed[name] if name in names else F.lit(None).cast(declared[name]))
+        present = StructType([f for f in source.schema.fields if f.name in names])
+        exact, inexact, _ = exact_values(present, lambda name, typed=typed: typed[name])
+        for f in source.schema.fields:
+            values[f.name].append(exact.get(f.name, F.lit(None).cast(f.dataType)))
         texts = {n: raw[n] for n in names if n in declared}
         extra = [n for n in names if n not in declared]
         unknown = F.create_map(*[x for n in extra for x in (F.lit(n), raw[n])]) if extra else None
-        needs_rescue = F.lit(True) if extra else typed[CORRUPT_COLUMN].isNotNull()
-        corrupt.append(F.when(typed[CORRUPT_COLUMN].isNotNull(), F.col("_line")))
-        rescued.append(F.when(needs_rescue, _rescued(source.schema, typed, texts, unknown)))
+        failed = typed[CORRUPT_COLUMN].isNotNull() | inexact
+        needs_rescue = F.lit(True) if extra else failed
+        corrupt.append(F.when(failed, F.col("_line")))
+        rescued.append(F.when(needs_rescue, _rescued(present, exact, texts, unknown)))
     layout = F.col("_layout")
     return lines.select(
         *[_case(layout, values[f.name], F.lit(None).cast(f.dataType)).alias(f.name) for f in source.schema.fields],
@@ -231,6 +275,64 @@ def parse_csv_lines(df: DataFrame, source: FileSource, headers: CsvHeaders, keep
         "_layout",
         "_metadata",
     )
+
+
+def rounded(schema: StructType, *columns: str) -> StructType:
+    """`schema` with the decimal `columns` marked as rounded to their scale on landing (HALF_UP, as Spark casts);
+    every other decimal keeps the default: a value with more digits than its scale is rescued, never rounded."""
+    decimals = {f.name for f in schema.fields if isinstance(f.dataType, DecimalType)}
+    unknown = [c for c in columns if c not in decimals]
+    if unknown:
+        raise ConfigError(
+            f"schema: round={unknown!r} names no decimal column; "
+            f"decimal columns: {', '.join(sorted(decimals)) or 'none'}"
+        )
+    return StructType(
+        [
+            StructField(f.name, f.dataType, f.nullable, {**f.metadata, ROUND_METADATA: True})
+            if f.name in columns
+            else f
+            for f in schema.fields
+        ]
+    )
+
+
+def _wide_type(f: StructField) -> DataType:
+    """The type a landed value is parsed as: a decimal at the widest scale its integer digits allow (so a value
+    with more fractional digits than the declared scale is seen, not rounded), unless the column is `rounded`."""
+    t = f.dataType
+    if isinstance(t, DecimalType) and not f.metadata.get(ROUND_METADATA):
+        return DecimalType(38, 38 - (t.precision - t.scale))
+    return t
+
+
+def _wide(schema: StructType) -> StructType:
+    return StructType([StructField(f.name, _wide_type(f), f.nullable, f.metadata) for f in schema.fields])
+
+
+def exact_values(
+    schema: StructType, parsed: Callable[[str], Column]
+) -> tuple[dict[str, Column], Column, dict[str, Column]]:
+    """Each field's value from its wide parse (`parsed(name)`, see `_wide_type`), NULL for a decimal that does
+    not fit its declared type exactly; a column TRUE when some decimal did not; and those decimals' exact text.
+
+    A decimal parse is exact up to 38 digits: digits beyond them are compared as zeros.
+    """
+    values: dict[str, Column] = {}
+    inexact: list[Column] = []
+    texts: dict[str, Column] = {}
+    for f in schema.fields:
+        wide = parsed(f.name)
+        if _wide_type(f) == f.dataType:
+            values[f.name] = wide
+            continue
+        narrow = wide.cast(f.dataType)  # rounds HALF_UP; NULL when rounding up overflows the precision
+        fits = F.coalesce(narrow == wide, F.lit(False))
+        values[f.name] = F.when(fits, narrow)
+        inexact.append(wide.isNotNull() & ~fits)
+        # The wide value without the zeros its scale padded it with: "10.5550000" -> "10.555".
+        texts[f.name] = F.regexp_replace(F.regexp_replace(wide.cast("string"), r"(\.[0-9]*?)0+$", "$1"), r"\.$", "")
+    return values, reduce(lambda a, b: a | b, inexact, F.lit(False)), texts
 
 
 def with_corrupt(schema: StructType) -> StructType:
@@ -253,11 +355,12 @@ def _case(key: Column, options: list[Column], default: Column) -> Column:
     return out.otherwise(default)
 
 
-def _rescued(schema: StructType, typed: Column, texts: dict[str, Column], unknown: Column | None) -> Column:
+def _rescued(schema: StructType, values: dict[str, Column], texts: dict[str, Column], unknown: Column | None) -> Column:
     """`_rescued_data` of one parsed record: a JSON object of the fields the schema does not declare (`unknown`)
-    and of the declared fields whose text did not convert, with their original text (NULL when empty)."""
+    and of the declared fields whose text did not convert exactly (their `values` NULL), with their original text
+    (NULL when empty)."""
     checked = [f.name for f in schema.fields if f.name in texts]
-    entries = [x for name in checked for x in (F.lit(name), F.when(typed[name].isNull(), texts[name]))]
+    entries = [x for name in checked for x in (F.lit(name), F.when(values[name].isNull(), texts[name]))]
     parts = [F.map_filter(F.create_map(*entries), lambda _, v: v.isNotNull())] if entries else []
     if unknown is not None:
         parts.append(unknown)

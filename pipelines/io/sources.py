@@ -46,10 +46,12 @@ def check_landing(settings: Settings, source: FileSource, table: str) -> list[Pa
         entries = sorted((e for e in listed if is_landed_name(e.name)), key=lambda e: e.name)
     for entry in entries:
         path = Path(entry.path)
-        if entry.is_symlink() and not path.exists():
+        if entry.is_symlink():
+            # Spark would read whatever the link points to, inside the home or not (/etc/passwd).
             raise PipelineError(
-                f"table {table}: landing file {path} is a broken link (to {os.readlink(path)}); "
-                "restore its target or remove the link"
+                f"table {table}: landing file {path} is a symbolic link (to {os.readlink(path)}), which Tributary "
+                "does not follow; copy the file into the landing folder under a new name and remove the link "
+                "(nothing was written)"
             )
         if entry.is_file() and not os.access(path, os.R_OK):
             raise PipelineError(
@@ -157,9 +159,13 @@ def _reads_lines(source: FileSource) -> bool:
 
 
 def file_reader_options(source: FileSource) -> dict[str, str]:
-    """Options of the file reader itself (the stream's, and the batch re-read of `pipelines.ops.reprocess`)."""
+    """Options of the file reader itself (the stream's, and the batch re-read of `pipelines.ops.reprocess`).
+
+    Lines are read with the text reader's default line ends, `\n`, `\r\n` and a lone `\r` (the rule Python's
+    counts follow: `pipelines.io.landing.landed_lines`).
+    """
     if _reads_lines(source):
-        return {"lineSep": "\n"}
+        return {}
     options: dict[str, str] = {}
     if source.format == "json":
         options.update(mode="PERMISSIVE", columnNameOfCorruptRecord=CORRUPT_COLUMN)

@@ -132,7 +132,7 @@ def _reprocess_validated(
     sink = cast(ValidateDedupeSink, spec.sink)
     column, condition = days.column, days.condition()
     if sink.time_column != column:
-        # Duplicates share key and event time: only a range on that time keeps each duplicate with its original.
+        # The days select upstream rows by event time: the table's days must be those of the same column.
         raise ConfigError(
             f"table {spec.name}: reprocess needs the table partitioned by days({sink.time_column}), "
             f"the column its duplicates share, not by {column!r}"
@@ -154,7 +154,10 @@ def _reprocess_validated(
             )
         report.extra["rows_read"] = stats["rows"]
         report.extra["rows_quarantined"] = stats["invalid"] or 0
-        unique = sink.first_per_key(batch).select(*sink.output_columns)
+        # A key stored on a day outside the range was there first: its copies inside the range stay duplicates.
+        keys = list(sink.keys)
+        outside = fmt.read(spark, spec.name).filter(~F.coalesce(condition, F.lit(False))).select(*keys)
+        unique = sink.first_per_key(batch).join(outside, keys, "left_anti").select(*sink.output_columns)
         report.snapshot_id = replace_range(fmt, spec.output, unique, days, "reprocess")
         _replace_quarantined(fmt, sink, batch, sink.quarantine_rows(batch).select(*sink.quarantine_columns))
     finally:

@@ -35,10 +35,12 @@ class RunReport:
     note: str | None = None
     # Health of every landed file this run read (file sources; pipelines.write.file_health.FileHealth).
     files: list[file_health.FileHealth] = field(default_factory=list)
+    # Landing-folder entries the run did not read and says so on every run (subfolders).
+    landing_warnings: list[str] = field(default_factory=list)
 
     def file_problems(self) -> list[str]:
-        """One line per rejected, empty or header-only landed file of this run."""
-        return [h.describe(self.table) for h in self.files if h.status != "ok"]
+        """One line per rejected, empty or header-only landed file of this run, and per landing warning."""
+        return [*self.landing_warnings, *(h.describe(self.table) for h in self.files if h.status != "ok")]
 
     def rows_written(self, table: str | None = None) -> int:
         """Rows appended (or upserted) to `table` (default: the run's main table) by this run."""

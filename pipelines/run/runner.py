@@ -16,9 +16,9 @@ from infra.settings import Settings
 from infra.spark import Session, running_session, started_session
 from infra.stopwatch import Stopwatch
 from pipelines.io.archive import archive_committed
-from pipelines.io.checkpoints import mark_finished, pending_batch
+from pipelines.io.checkpoints import mark_finished, pending_batch, plan_owed_no_data_batch
 from pipelines.io.formats import TableFormats, table_format
-from pipelines.io.landing import landing_folder
+from pipelines.io.landing import landing_folder, unread_subfolders
 from pipelines.io.landing_parse import CsvHeaders
 from pipelines.io.sources import (
     check_all_read,
@@ -136,8 +136,10 @@ def _run_locked(session: Session, settings: Settings, spec: TableSpec, clock: St
                 report.note = f"nothing has landed yet: landing folder {folder} does not exist"
             else:
                 landed = check_landed_files(settings, spec.source, spec.name, checkpoint)
+                report.landing_warnings = _subfolder_warnings(spec.name, folder)
     try:
         with clock.stage("skip_check"):
+            plan_owed_no_data_batch(checkpoint)
             nothing = streams.nothing_to_read(spark, settings, fmt, spec)
         if nothing:  # no batch could run: skip the query
             if landed is not None:  # fingerprints (and archives) files a killed run left unrecorded
@@ -218,6 +220,17 @@ def _after_all_read(
     if source.archive:
         with clock.stage("archive"):
             report.metrics["files_archived"] = archive_committed(settings, source, checkpoint, landed)
+
+
+def _subfolder_warnings(table: str, folder: Path) -> list[str]:
+    """One line naming the subfolders of a landing folder that hold files, which no run reads."""
+    names = unread_subfolders(folder)
+    if not names:
+        return []
+    return [
+        f"table {table}: landing folder {folder} holds subfolder(s) {', '.join(names)} whose files are not read "
+        "(landing is not recursive); move those files into the landing folder itself"
+    ]
 
 
 def _check_upstreams(spark: SparkSession | None, fmt: TableFormats, spec: TableSpec) -> None:

@@ -105,6 +105,22 @@ def plausible_time(
     )
 
 
+def key_rules(keys: tuple[str, ...], declared: tuple[Rule, ...] = ()) -> tuple[Rule, ...]:
+    """A quarantine rule `<key>_present` per key column of a deduplicated table: a NULL key, or a text key of only
+    white space, identifies nothing. A rule the author declares under the same name replaces it."""
+    taken = {r.name for r in declared}
+    return tuple(
+        Rule(
+            f"{key}_present",
+            f"`{key}` IS NOT NULL AND CAST(`{key}` AS STRING) RLIKE '\\\\S'",  # some non-white-space character
+            "quarantine",
+            f"{key} is missing or blank",
+        )
+        for key in keys
+        if is_column_name(key) and f"{key}_present" not in taken
+    )
+
+
 def landed_rules(upstream: str) -> tuple[Rule, ...]:
     """The rules every table refining landed rows applies first: a malformed line and a rejected file are
     quarantined, a field the landing schema does not declare is a warning (it stays in `upstream._rescued_data`)."""

@@ -118,8 +118,9 @@ class AppendSink(Sink):
 class ValidateDedupeSink(Sink):
     """Split a batch by row rules into valid rows and a quarantine table; deduplicate valid rows by key.
 
-    A duplicate shares its key and event time with the original, so the check against rows already in
-    the table reads only the event-time range of the batch (partition-pruned), with no state to expire.
+    The first copy of a key wins: within a batch the first by `order_by`, across batches the stored one, whatever
+    the later copy's event time or other values. Every batch checks its keys against all stored keys (no state
+    to expire, so a copy arriving a year later is still a duplicate).
     """
 
     reprocess_by: ClassVar[Reprocess | None] = "revalidate"
@@ -214,12 +215,12 @@ class ValidateDedupeSink(Sink):
         if ctx.already_committed(ctx.table):
             ctx.metrics["replayed_batches_skipped"] += 1
             return
-        existing = (
-            ctx.fmt.read(ctx.spark, ctx.table)
-            .filter(F.unix_micros(self.time_column).between(stats["lo"], stats["hi"]))
-            .select(*self.keys)
-        )
-        new = self.first_per_key(batch).join(existing, list(self.keys), "left_anti").select(*self.output_columns)
+        first = self.first_per_key(batch)
+        # A key is stored once, whatever the event time of a later copy: look up every stored row of the batch's
+        # keys (a semi join, so only matches travel; the key columns alone are read).
+        keys = list(self.keys)
+        stored = ctx.fmt.read(ctx.spark, ctx.table).select(*keys).join(first.select(*keys), keys, "left_semi")
+        new = first.join(stored, keys, "left_anti").select(*self.output_columns)
         added = ctx.append(new, ctx.table)
         ctx.metrics["duplicates_dropped"] += valid_rows - added
 

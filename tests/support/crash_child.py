@@ -8,6 +8,10 @@ BATCH counts micro-batches from the first one this run plans (0 = the first). PO
              (a staged write and its publication are commits each: bronze stages, records file health, publishes)
   after      after the batch's last table commit, before Spark commits the batch to the checkpoint
   committed  after the run, with every batch committed to the checkpoint
+  emit       after the batch is committed to the checkpoint, before Spark plans the next one (for a batch that
+             moves the watermark: the no-data batch that emits what it closes); the child is killed when that
+             next batch starts and its plan (`offsets/<n+1>`) is removed first, leaving the state of a kill
+             between the two
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ from pipelines.run import runner
 from tests.support.crash_registry import crash_registry
 from tests.support.repo import REPO
 
-POINTS = ("before", "between", "after", "committed")
+POINTS = ("before", "between", "after", "committed", "emit")
 _state = {"in_batch": False, "commits": 0, "kill_after_commits": 1}
 
 
@@ -92,6 +96,9 @@ def main() -> None:
     write = runner.write_micro_batch
 
     def killing_write(ctx, df, spec, headers=None) -> None:
+        if point == "emit" and ctx.batch_id == kill_batch + 1:
+            (settings.checkpoint_for(target) / "offsets" / str(ctx.batch_id)).unlink()
+            _kill()
         if ctx.batch_id != kill_batch:
             write(ctx, df, spec, headers)
             return

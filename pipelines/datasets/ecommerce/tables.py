@@ -49,7 +49,6 @@ tb.landing(
         tb.fresh("event_time", timedelta(days=1)),
     ],
 )
-@tb.expect_or_quarantine("event_id_present", "event_id IS NOT NULL AND event_id <> ''", "event_id is missing")
 @tb.expect_or_quarantine("event_time_present", "event_time IS NOT NULL", "event_time is missing")
 @tb.expect_or_quarantine(tb.plausible_time("event_time"))
 @tb.expect_or_quarantine("user_id_present", "user_id IS NOT NULL", "user_id is missing")

@@ -56,6 +56,22 @@ def test_unreadable_landing_file_names_the_file(spark, fresh_settings):
         run_pipeline(spark, s, default_registry(), ["bronze.events"])
 
 
+def test_truncated_gzip_file_is_one_line_on_the_terminal(tmp_path):
+    """Spark's ~340 lines about the failed task go to the home's log, not the terminal."""
+    home = tmp_path / "home"
+    generate(home / "landing", rows=100, files=1, seed=3)
+    bad = home / "landing" / "events" / "broken.json.gz"
+    bad.write_bytes(gzip.compress(b'{"event_id": "x"}\n' * 5000)[:-40])
+    result = _cli("run", "bronze.events", env=_clean_env(home), cwd=tmp_path)
+    assert result.returncode == 2
+    assert result.stderr == (
+        f"tributary: error: table bronze.events: landing file {bad} cannot be read (EOFError: Compressed file "
+        "ended before the end-of-stream marker was reached); fix or remove it and re-run (nothing of the failed "
+        "batch was committed)\n"
+    )
+    assert "java.io.EOFException" in (home / "logs" / "spark-failures.log").read_text()
+
+
 def test_broken_link_in_landing_is_reported(spark, fresh_settings):
     s = fresh_settings
     generate(s.landing, rows=100, files=1, seed=3)

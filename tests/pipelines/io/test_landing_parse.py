@@ -15,13 +15,16 @@ The text lines are what Spark's text reader gives (`value` and `_metadata`); no 
 from __future__ import annotations
 
 import gzip
+import json
+from decimal import Decimal
 from pathlib import Path
 
 import pytest
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.types import IntegerType, StringType, StructField, StructType, TimestampType
+from pyspark.sql.types import DecimalType, IntegerType, StringType, StructField, StructType, TimestampType
 
+from infra.errors import ConfigError
 from pipelines.io.landing_parse import (
     CORRUPT_COLUMN,
     LANDED_LINEAGE,
@@ -34,6 +37,7 @@ from pipelines.io.landing_parse import (
     read_csv_headers,
     read_schema,
     rescued_value,
+    rounded,
     unknown_fields,
     with_corrupt,
     without_rescued,
@@ -179,6 +183,94 @@ def test_json_line_with_bom_and_crlf_parses(spark: SparkSession) -> None:
 def test_json_invalid_utf8_line_is_corrupt_with_a_replacement_character(spark: SparkSession) -> None:
     out = parse_json_lines(_invalid_utf8(spark, b'{"id": "Jos\xe9"}'), JSON_SOURCE)
     assert _rows(out) == [(None, None, None, '{"id": "Jos\ufffd"}', None)]
+
+
+MONEY = StructType([StructField("id", StringType()), StructField("amount", DecimalType(12, 2))])
+MONEY_JSON = FileSource("things", "json", MONEY)
+MONEY_CSV = FileSource("things", "csv", MONEY)
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        '{"id": "a"}{"id": "b"}',
+        '{"id": "a"} {"id": "b"}',
+        '{"id": "a"},{"id": "b"}',
+        '{"id": "a"}, "qty": 2',
+        '{"id": "a"}}',
+        '{"id": "a"}]',
+        '{"id": "a"} 5',
+        '{"id": "a"} "b"',
+    ],
+)
+def test_json_line_with_anything_after_its_object_is_one_corrupt_record(spark: SparkSession, line: str) -> None:
+    # Spark's parser stops after the first object: the rest would vanish without a trace.
+    assert _rows(parse_json_lines(_lines(spark, [line]), JSON_SOURCE)) == [(None, None, None, line, None)]
+
+
+def test_json_object_with_brackets_and_braces_inside_values_is_one_record(spark: SparkSession) -> None:
+    lines = ['{"id": "}{]["}', '  {"id": "n", "meta": [1, {"a": [2]}]}  ']
+    assert _rows(parse_json_lines(_lines(spark, lines), JSON_SOURCE)) == [
+        ("}{][", None, None, None, None),
+        ("n", None, None, None, '{"meta":"[1,{\\"a\\":[2]}]"}'),
+    ]
+
+
+def test_json_lone_surrogate_escape_is_corrupt_and_a_pair_is_kept(spark: SparkSession) -> None:
+    lines = ['{"id": "\\ud800"}', '{"id": "x\\udc00"}', '{"id": "\\ud83d\\ude00"}', '{"id": "\\\\ud800"}']
+    assert _rows(parse_json_lines(_lines(spark, lines), JSON_SOURCE)) == [
+        (None, None, None, lines[0], None),
+        (None, None, None, lines[1], None),
+        ("\U0001f600", None, None, None, None),
+        ("\\ud800", None, None, None, None),  # an escaped backslash, then the text "ud800"
+    ]
+
+
+def test_json_decimal_with_more_digits_than_its_scale_is_rescued_not_rounded(spark: SparkSession) -> None:
+    lines = [
+        '{"id": "a", "amount": 0.1234567890123456789}',
+        '{"id": "b", "amount": 10.555}',
+        '{"id": "c", "amount": "10.555"}',
+        '{"id": "d", "amount": 10.550}',
+        '{"id": "e", "amount": 1.5e1}',
+        '{"id": "f", "amount": 12345678901.5}',
+        '{"id": "g", "amount": 9999999999.999}',
+    ]
+    rows = [tuple(r) for r in parse_json_lines(_lines(spark, lines), MONEY_JSON).drop("_metadata").collect()]
+    # Too many integer digits: rescued with the number as the JSON parser reads it (through a double).
+    assert rows[5][:3] == ("f", None, lines[5]) and Decimal(json.loads(rows[5][3])["amount"]) == Decimal(
+        "12345678901.5"
+    )
+    assert rows[:5] + rows[6:] == [
+        ("a", None, lines[0], '{"amount":"0.1234567890123456789"}'),
+        ("b", None, lines[1], '{"amount":"10.555"}'),
+        ("c", None, lines[2], '{"amount":"10.555"}'),
+        ("d", Decimal("10.55"), None, None),
+        ("e", Decimal("15.00"), None, None),
+        ("g", None, lines[6], '{"amount":"9999999999.999"}'),  # rounding would overflow
+    ]
+
+
+def test_rounded_columns_round_to_their_scale(spark: SparkSession) -> None:
+    source = FileSource("things", "json", rounded(MONEY, "amount"))
+    lines = ['{"id": "b", "amount": 10.555}', '{"id": "h", "amount": 10.554}']
+    assert [tuple(r) for r in parse_json_lines(_lines(spark, lines), source).drop("_metadata").collect()] == [
+        ("b", Decimal("10.56"), None, None),
+        ("h", Decimal("10.55"), None, None),
+    ]
+    with pytest.raises(ConfigError, match=r"round=\['id'\] names no decimal column; decimal columns: amount"):
+        rounded(MONEY, "id")
+
+
+def test_csv_decimal_with_more_digits_than_its_scale_is_rescued_not_rounded(spark: SparkSession) -> None:
+    headers = CsvHeaders((("id", "amount"),), ("id,amount",), {"a.csv": 0})
+    rows = [("a.csv", "a,10.555"), ("a.csv", "b,10.50"), ("a.csv", "c,0.1234567890123456789")]
+    out = parse_csv_lines(_file_lines(spark, rows), MONEY_CSV, headers).drop("_metadata", "_layout")
+    assert [tuple(r) for r in out.collect()] == [
+        ("a", None, "a,10.555", '{"amount":"10.555"}'),
+        ("b", Decimal("10.50"), None, None),
+        ("c", None, "c,0.1234567890123456789", '{"amount":"0.1234567890123456789"}'),
+    ]
 
 
 # --- CSV ---------------------------------------------------------------------------------------------------

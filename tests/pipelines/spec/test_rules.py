@@ -266,6 +266,7 @@ SILVER_CASES: dict[str, tuple[dict[str, Any], list[str], list[str]]] = {
     "rescued": ({"_rescued_data": '{"coupon":"X"}'}, [], ["no_rescued_data"]),
     "null_event_id": ({"event_id": None}, ["event_id_present"], []),
     "empty_event_id": ({"event_id": ""}, ["event_id_present"], []),
+    "blank_event_id": ({"event_id": " \t "}, ["event_id_present"], []),
     "null_event_time": ({"event_time": None}, ["event_time_present"], []),
     "year_one": ({"event_time": "0001-01-01 00:00:00"}, ["event_time_plausible"], []),
     "before_1970": ({"event_time": "1969-12-31 23:59:59"}, ["event_time_plausible"], []),
