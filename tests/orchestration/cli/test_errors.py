@@ -118,6 +118,16 @@ def test_missing_java_is_reported(tmp_path):
 # `{tmp}` is the test's folder (also the working directory, so the suggested folder is `{tmp}/.tributary`); `afile`
 # is a regular file there, so paths below it can never be created, not even by root.
 BAD_SETTINGS = {
+    "stage landing megabytes": (
+        "run",
+        {"TRIBUTARY_STAGE_LANDING_MB": "abc"},
+        "TRIBUTARY_STAGE_LANDING_MB must be a whole number of megabytes (0 or more), got 'abc'",
+    ),
+    "lock wait seconds": (
+        "run",
+        {"TRIBUTARY_LOCK_WAIT": "1.5"},
+        "TRIBUTARY_LOCK_WAIT must be a whole number of seconds (0 or more), got '1.5'",
+    ),
     "home not writable": (
         "run",
         {"TRIBUTARY_HOME": "{tmp}/afile/home"},
