@@ -26,7 +26,7 @@ from pipelines.authoring.decorators import (
     watermark,
 )
 from pipelines.authoring.kinds import append, cdc, dedupe, recompute, replace, upsert
-from pipelines.io.landing_parse import rounded
+from pipelines.io.landing_values import rounded
 from pipelines.spec.expectations import (
     between,
     fresh,

@@ -22,7 +22,7 @@ from pyspark.sql.types import (
 
 from infra.errors import ConfigError
 from infra.identifiers import is_column_name
-from pipelines.io.landing_parse import rounded
+from pipelines.io.landing_values import rounded
 
 _SIMPLE: dict[str, DataType] = {
     "string": StringType(),

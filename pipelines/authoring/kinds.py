@@ -72,7 +72,9 @@ class Dedupe(Kind):
             business = F.struct(*[F.col(c) for c in first.columns if not c.startswith("_")])
             corrupt = F.col(CORRUPT_COLUMN) if CORRUPT_COLUMN in first.columns else F.lit(None).cast("string")
             landed = first.withColumn(_LANDED, F.struct(business.alias("record"), corrupt.alias("corrupt")))
-            checked = apply_rules(call(landed, *frames[1:]), rules)
+            out = call(landed, *frames[1:])
+            self._require(d, out.columns, self.keys)  # before the key rules refer to them
+            checked = apply_rules(out, rules)
             if _LANDED not in checked.columns:
                 raise d.error(
                     "dedupe keeps each row's landed record for the quarantine, but the function dropped its input's "
@@ -84,13 +86,17 @@ class Dedupe(Kind):
 
         return validated
 
-    def finish(self, d: Declaration, schema: StructType) -> StructType:
-        missing = [c for c in (*self.keys, self.time, *self.order_by, "_ingested_at") if c not in schema.names]
+    @staticmethod
+    def _require(d: Declaration, columns: list[str], needed: tuple[str, ...]) -> None:
+        missing = [c for c in needed if c not in columns]
         if missing:
             raise d.error(
                 f"dedupe needs the column(s) {', '.join(missing)} in what the function returns",
                 "keep the input's columns (withColumn rather than select) and name existing columns in dedupe()",
             )
+
+    def finish(self, d: Declaration, schema: StructType) -> StructType:
+        self._require(d, schema.names, (*self.keys, self.time, *self.order_by, "_ingested_at"))
         kept = [f for f in schema.fields if f.name not in WORKING | LANDING_ONLY]
         ordered = [f for f in kept if not f.name.startswith("_")] + [f for f in kept if f.name.startswith("_")]
         return StructType([*ordered, BATCH_ID])

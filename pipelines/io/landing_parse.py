@@ -18,17 +18,14 @@ from __future__ import annotations
 
 import csv
 import io
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from functools import reduce
 from pathlib import Path
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import (
     BinaryType,
-    DataType,
-    DecimalType,
     IntegerType,
     LongType,
     MapType,
@@ -38,9 +35,9 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from infra.errors import ConfigError
 from infra.paths import open_landed
 from pipelines.io.landing import landed_lines
+from pipelines.io.landing_values import exact_values, lone_surrogate, single_json_value, wide, wide_type
 from pipelines.spec.tables import FileSource
 
 CORRUPT_COLUMN = "_corrupt_record"
@@ -64,8 +61,6 @@ KAFKA_LINEAGE = (
     StructField("_kafka_key", BinaryType()),
 )
 BOM = "\ufeff"
-# StructField metadata of a decimal column whose landed values are rounded to its scale (`rounded`).
-ROUND_METADATA = "tributary.round"
 _TEXT_MAP = MapType(StringType(), StringType())
 # Options of Spark's CSV reader that mean nothing to a per-line parse (the header is handled here).
 _READER_ONLY = {"header", "multiLine", "lineSep", "encoding", "enforceSchema", "inferSchema", "samplingRatio"}
@@ -174,7 +169,7 @@ def parse_json_lines(df: DataFrame, source: FileSource, keep_blank: bool = False
     """
     options = {**dict(source.options), "columnNameOfCorruptRecord": CORRUPT_COLUMN}
     parsed = clean_lines(df, keep_blank=keep_blank).select(
-        F.from_json("_line", with_corrupt(_wide(source.schema)), options).alias("_typed"),
+        F.from_json("_line", with_corrupt(wide(source.schema)), options).alias("_typed"),
         F.json_object_keys("_line").alias("_keys"),
         "_utf8",
         "_line",
@@ -202,34 +197,6 @@ def parse_json_lines(df: DataFrame, source: FileSource, keep_blank: bool = False
     )
 
 
-def single_json_value(line: Column) -> Column:
-    """TRUE when `line` holds one JSON value and nothing after it (Spark's parsers stop after the first value).
-
-    Wrapped in `[...]` the line is an array of exactly one element unless something follows the value (another
-    object, a comma, a closing brace: NULL or a longer array); the one thing that wrapping hides, a `]` after the
-    value, is caught by also wrapping it as `{"v": ...}`, tried only for the lines holding a `]`. Both functions
-    only tokenize, they build no values.
-    """
-    in_array = F.json_array_length(F.concat(F.lit("["), line, F.lit("]"))) == 1
-    in_object = F.size(F.json_object_keys(F.concat(F.lit('{"v":'), line, F.lit("}")))) == 1
-    return F.coalesce(in_array & (~line.contains("]") | in_object), F.lit(False))
-
-
-# A `\uD800`-`\uDBFF` escape not followed by a `\uDC00`-`\uDFFF` one, or the latter not preceded by the former;
-# an escape is a backslash preceded by an even number of backslashes.
-_ESCAPE = r"(?<!\\)(?:\\\\)*\\u"
-_LONE_SURROGATE = (
-    rf"{_ESCAPE}[dD][89abAB][0-9a-fA-F]{{2}}(?!\\u[dD][c-fC-F][0-9a-fA-F]{{2}})"
-    rf"|(?<!\\u[dD][89abAB][0-9a-fA-F]{{2}}){_ESCAPE}[dD][c-fC-F][0-9a-fA-F]{{2}}"
-)
-
-
-def lone_surrogate(line: Column) -> Column:
-    """TRUE when a JSON line escapes half of a UTF-16 surrogate pair (`"\\ud800"`): no UTF-8 text can hold it, and
-    Spark would store `?` in its place. Only lines with a `\\u` escape are searched."""
-    return line.contains("\\u") & line.rlike(_LONE_SURROGATE)
-
-
 def parse_csv_lines(df: DataFrame, source: FileSource, headers: CsvHeaders, keep_blank: bool = False) -> DataFrame:
     """Typed rows by header name, `_corrupt_record` and `_rescued_data` from CSV lines read as text.
 
@@ -246,7 +213,7 @@ def parse_csv_lines(df: DataFrame, source: FileSource, headers: CsvHeaders, keep
     lines = lines.filter(header.isNull() | (F.col("_line") != header))
     options = {k: v for k, v in source.options if k not in _READER_ONLY}
     options["columnNameOfCorruptRecord"] = CORRUPT_COLUMN
-    declared = {f.name: _wide_type(f) for f in source.schema.fields}
+    declared = {f.name: wide_type(f) for f in source.schema.fields}
     values: dict[str, list[Column]] = {name: [] for name in declared}
     corrupt: list[Column] = []
     rescued: list[Column] = []
@@ -275,64 +242,6 @@ def parse_csv_lines(df: DataFrame, source: FileSource, headers: CsvHeaders, keep
         "_layout",
         "_metadata",
     )
-
-
-def rounded(schema: StructType, *columns: str) -> StructType:
-    """`schema` with the decimal `columns` marked as rounded to their scale on landing (HALF_UP, as Spark casts);
-    every other decimal keeps the default: a value with more digits than its scale is rescued, never rounded."""
-    decimals = {f.name for f in schema.fields if isinstance(f.dataType, DecimalType)}
-    unknown = [c for c in columns if c not in decimals]
-    if unknown:
-        raise ConfigError(
-            f"schema: round={unknown!r} names no decimal column; "
-            f"decimal columns: {', '.join(sorted(decimals)) or 'none'}"
-        )
-    return StructType(
-        [
-            StructField(f.name, f.dataType, f.nullable, {**f.metadata, ROUND_METADATA: True})
-            if f.name in columns
-            else f
-            for f in schema.fields
-        ]
-    )
-
-
-def _wide_type(f: StructField) -> DataType:
-    """The type a landed value is parsed as: a decimal at the widest scale its integer digits allow (so a value
-    with more fractional digits than the declared scale is seen, not rounded), unless the column is `rounded`."""
-    t = f.dataType
-    if isinstance(t, DecimalType) and not f.metadata.get(ROUND_METADATA):
-        return DecimalType(38, 38 - (t.precision - t.scale))
-    return t
-
-
-def _wide(schema: StructType) -> StructType:
-    return StructType([StructField(f.name, _wide_type(f), f.nullable, f.metadata) for f in schema.fields])
-
-
-def exact_values(
-    schema: StructType, parsed: Callable[[str], Column]
-) -> tuple[dict[str, Column], Column, dict[str, Column]]:
-    """Each field's value from its wide parse (`parsed(name)`, see `_wide_type`), NULL for a decimal that does
-    not fit its declared type exactly; a column TRUE when some decimal did not; and those decimals' exact text.
-
-    A decimal parse is exact up to 38 digits: digits beyond them are compared as zeros.
-    """
-    values: dict[str, Column] = {}
-    inexact: list[Column] = []
-    texts: dict[str, Column] = {}
-    for f in schema.fields:
-        wide = parsed(f.name)
-        if _wide_type(f) == f.dataType:
-            values[f.name] = wide
-            continue
-        narrow = wide.cast(f.dataType)  # rounds HALF_UP; NULL when rounding up overflows the precision
-        fits = F.coalesce(narrow == wide, F.lit(False))
-        values[f.name] = F.when(fits, narrow)
-        inexact.append(wide.isNotNull() & ~fits)
-        # The wide value without the zeros its scale padded it with: "10.5550000" -> "10.555".
-        texts[f.name] = F.regexp_replace(F.regexp_replace(wide.cast("string"), r"(\.[0-9]*?)0+$", "$1"), r"\.$", "")
-    return values, reduce(lambda a, b: a | b, inexact, F.lit(False)), texts
 
 
 def with_corrupt(schema: StructType) -> StructType:

@@ -161,7 +161,13 @@ def clean(bronze_{p}_raw):
     quarantine = registry.get("silver.clean").extra_outputs[0]
     assert quarantine.name == "silver.clean_quarantine"
     assert quarantine.schema.names == ["id", "reasons", "raw_record", "_source_file", "_ingested_at", "_batch_id"]
-    assert [r.name for r in silver.sink.rules] == ["well_formed", "file_rejected", "no_rescued_data", "positive"]
+    assert [r.name for r in silver.sink.rules] == [
+        "well_formed",
+        "file_rejected",
+        "no_rescued_data",
+        "id_present",  # the key's own rule: not NULL, not blank
+        "positive",
+    ]
     assert [e.label for e in silver.expectations][:3] == [
         "schema matches the spec",
         "id unique",

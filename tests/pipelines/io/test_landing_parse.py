@@ -37,11 +37,11 @@ from pipelines.io.landing_parse import (
     read_csv_headers,
     read_schema,
     rescued_value,
-    rounded,
     unknown_fields,
     with_corrupt,
     without_rescued,
 )
+from pipelines.io.landing_values import rounded
 from pipelines.spec.tables import FileSource
 
 SCHEMA = StructType(

@@ -1,0 +1,107 @@
+"""What makes a landed value exact: decimals parsed wide and checked against their declared scale, and the JSON
+lines Spark's parser would cut short (anything after the object, a lone surrogate escape).
+
+`pipelines.io.landing_parse` applies these to every landed line; a value or line they reject is rescued or
+corrupt, never silently changed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import reduce
+
+from pyspark.sql import Column
+from pyspark.sql import functions as F
+from pyspark.sql.types import DataType, DecimalType, StructField, StructType
+
+from infra.errors import ConfigError
+
+# StructField metadata of a decimal column whose landed values are rounded to its scale (`rounded`).
+ROUND_METADATA = "tributary.round"
+
+
+def rounded(schema: StructType, *columns: str) -> StructType:
+    """`schema` with the decimal `columns` marked as rounded to their scale on landing (HALF_UP, as Spark casts);
+    every other decimal keeps the default: a value with more digits than its scale is rescued, never rounded."""
+    decimals = {f.name for f in schema.fields if isinstance(f.dataType, DecimalType)}
+    unknown = [c for c in columns if c not in decimals]
+    if unknown:
+        raise ConfigError(
+            f"schema: round={unknown!r} names no decimal column; "
+            f"decimal columns: {', '.join(sorted(decimals)) or 'none'}"
+        )
+    return StructType(
+        [
+            StructField(f.name, f.dataType, f.nullable, {**f.metadata, ROUND_METADATA: True})
+            if f.name in columns
+            else f
+            for f in schema.fields
+        ]
+    )
+
+
+def wide_type(f: StructField) -> DataType:
+    """The type a landed value is parsed as: a decimal at the widest scale its integer digits allow (so a value
+    with more fractional digits than the declared scale is seen, not rounded), unless the column is `rounded`."""
+    t = f.dataType
+    if isinstance(t, DecimalType) and not f.metadata.get(ROUND_METADATA):
+        return DecimalType(38, 38 - (t.precision - t.scale))
+    return t
+
+
+def wide(schema: StructType) -> StructType:
+    """`schema` with every decimal at its parse type (`wide_type`)."""
+    return StructType([StructField(f.name, wide_type(f), f.nullable, f.metadata) for f in schema.fields])
+
+
+def exact_values(
+    schema: StructType, parsed: Callable[[str], Column]
+) -> tuple[dict[str, Column], Column, dict[str, Column]]:
+    """Each field's value from its wide parse (`parsed(name)`, see `_wide_type`), NULL for a decimal that does
+    not fit its declared type exactly; a column TRUE when some decimal did not; and those decimals' exact text.
+
+    A decimal parse is exact up to 38 digits: digits beyond them are compared as zeros.
+    """
+    values: dict[str, Column] = {}
+    inexact: list[Column] = []
+    texts: dict[str, Column] = {}
+    for f in schema.fields:
+        wide = parsed(f.name)
+        if wide_type(f) == f.dataType:
+            values[f.name] = wide
+            continue
+        narrow = wide.cast(f.dataType)  # rounds HALF_UP; NULL when rounding up overflows the precision
+        fits = F.coalesce(narrow == wide, F.lit(False))
+        values[f.name] = F.when(fits, narrow)
+        inexact.append(wide.isNotNull() & ~fits)
+        # The wide value without the zeros its scale padded it with: "10.5550000" -> "10.555".
+        texts[f.name] = F.regexp_replace(F.regexp_replace(wide.cast("string"), r"(\.[0-9]*?)0+$", "$1"), r"\.$", "")
+    return values, reduce(lambda a, b: a | b, inexact, F.lit(False)), texts
+
+
+def single_json_value(line: Column) -> Column:
+    """TRUE when `line` holds one JSON value and nothing after it (Spark's parsers stop after the first value).
+
+    Wrapped in `[...]` the line is an array of exactly one element unless something follows the value (another
+    object, a comma, a closing brace: NULL or a longer array); the one thing that wrapping hides, a `]` after the
+    value, is caught by also wrapping it as `{"v": ...}`, tried only for the lines holding a `]`. Both functions
+    only tokenize, they build no values.
+    """
+    in_array = F.json_array_length(F.concat(F.lit("["), line, F.lit("]"))) == 1
+    in_object = F.size(F.json_object_keys(F.concat(F.lit('{"v":'), line, F.lit("}")))) == 1
+    return F.coalesce(in_array & (~line.contains("]") | in_object), F.lit(False))
+
+
+# A `\uD800`-`\uDBFF` escape not followed by a `\uDC00`-`\uDFFF` one, or the latter not preceded by the former;
+# an escape is a backslash preceded by an even number of backslashes.
+_ESCAPE = r"(?<!\\)(?:\\\\)*\\u"
+_LONE_SURROGATE = (
+    rf"{_ESCAPE}[dD][89abAB][0-9a-fA-F]{{2}}(?!\\u[dD][c-fC-F][0-9a-fA-F]{{2}})"
+    rf"|(?<!\\u[dD][89abAB][0-9a-fA-F]{{2}}){_ESCAPE}[dD][c-fC-F][0-9a-fA-F]{{2}}"
+)
+
+
+def lone_surrogate(line: Column) -> Column:
+    """TRUE when a JSON line escapes half of a UTF-16 surrogate pair (`"\\ud800"`): no UTF-8 text can hold it, and
+    Spark would store `?` in its place. Only lines with a `\\u` escape are searched."""
+    return line.contains("\\u") & line.rlike(_LONE_SURROGATE)
