@@ -1,16 +1,22 @@
-"""Assembly of the jars Spark needs: the Iceberg runtime, a relocated Jackson, the SQL guard, the SQLite driver.
+"""The jars Spark needs: the Iceberg runtime and the JDBC drivers by Maven coordinates, and the SQL guard.
 
-The Iceberg runtime jar shipped in `snowpark-connect-deps-iceberg` lacks the relocated Jackson classes it
-links against, so the first DDL fails with NoClassDefFoundError. We build the missing piece once: the
-Jackson jars that ship inside pyspark, merged and relocated into `org.apache.iceberg.shaded` with
-Debian's jarjar. The SQL guard (`infra/jvm`: the read-only SQL policy, its Spark session extension and the
-SQL server's shared-secret authenticator) is compiled once with the JDK's javac against pyspark's jars.
-Both results are cached outside git (`TRIBUTARY_JAR_CACHE`).
+`MAVEN_JARS` is the one place the JVM parts are pinned: coordinates, the SHA-256 of the file, and a class the jar
+must hold. `tributary setup` (`make setup`) resolves a missing one with Maven (`mvn dependency:copy`, through the
+repositories Maven is configured with: Maven Central by default, or a mirror in `~/.m2/settings.xml`) into the jar
+cache (`TRIBUTARY_JAR_CACHE`), refuses a file whose checksum differs, and from then on works offline. Every
+session passes the same files as `spark.jars`, which on a cluster the driver serves to the executors.
+
+Resolved once at set-up rather than with Spark's `spark.jars.packages`, which resolves (and needs the network) at
+every session start. Iceberg's own runtime jar is complete; the runtime earlier taken from a PyPI package lacked
+its relocated Jackson classes, which set-up rebuilt with Debian's jarjar: neither is needed any more. The SQLite
+driver bundles its native library, so no system package or library path is needed either.
+
+The SQL guard (`infra/jvm`: the read-only SQL policy, its Spark session extension and the SQL server's
+shared-secret authenticator) is compiled once with the JDK's javac against pyspark's jars, cached likewise.
 """
 
 from __future__ import annotations
 
-import glob
 import hashlib
 import shutil
 import subprocess
@@ -22,45 +28,63 @@ from pathlib import Path
 from infra.errors import SetupError
 from infra.settings import Settings
 
-ICEBERG_VERSION = "1.10.2"
-JACKSON_VERSION = "2.15.2"
-JACKSON_ARTIFACTS = ("jackson-core", "jackson-databind", "jackson-annotations", "jackson-datatype-jsr310")
-RELOCATION_RULE = "rule com.fasterxml.jackson.** org.apache.iceberg.shaded.com.fasterxml.jackson.@1\n"
-JARJAR = Path("/usr/share/java/jarjar.jar")
-SQLITE_JDBC = Path("/usr/share/java/sqlite-jdbc.jar")
-POSTGRES_JDBC = Path("/usr/share/java/postgresql.jar")
-DEBIAN_PACKAGES = "libjarjar-java libxerial-sqlite-jdbc-java libxerial-sqlite-jdbc-jni"
+
+@dataclass(frozen=True)
+class MavenJar:
+    """One jar pinned by Maven coordinates and the SHA-256 of its file; `marker` is a class it must contain."""
+
+    group: str
+    artifact: str
+    version: str
+    sha256: str
+    marker: str
+
+    @property
+    def coordinates(self) -> str:
+        """`group:artifact:version`, as Maven takes it."""
+        return f"{self.group}:{self.artifact}:{self.version}"
+
+    @property
+    def file_name(self) -> str:
+        """The jar's file name in the cache (Maven's own)."""
+        return f"{self.artifact}-{self.version}.jar"
+
+
+ICEBERG = MavenJar(
+    "org.apache.iceberg",
+    "iceberg-spark-runtime-3.5_2.12",
+    "1.12.0",  # 1.11 and later: the Iceberg stream implements availableNow
+    "8dd8c90e54ed1a20f2461309d047a255ee56382eb7c0a46162b27a4936fd86dc",
+    "org/apache/iceberg/spark/extensions/IcebergSparkSessionExtensions.class",
+)
+SQLITE_JDBC = MavenJar(
+    "org.xerial",
+    "sqlite-jdbc",
+    "3.51.1.0",
+    "29eda0d1e5ab235b0f1baad05c531106c59c4a72c92a51a4b9c1a4e4c84abffe",
+    "org/sqlite/JDBC.class",
+)
+POSTGRES_JDBC = MavenJar(
+    "org.postgresql",
+    "postgresql",
+    "42.7.8",
+    "2a32a9dcbc42d67a50ad3a0de5efd102c8d2be46720045f2cbd6689f160ab7c7",
+    "org/postgresql/Driver.class",
+)
+MAVEN_JARS = (ICEBERG, SQLITE_JDBC, POSTGRES_JDBC)
+ICEBERG_VERSION = ICEBERG.version
+
 SQL_GUARD_SOURCES = Path(__file__).parent / "jvm"
 SQL_GUARD_EXTENSION = "tributary.sql.ReadOnlyExtension"
 SQL_GUARD_AUTHENTICATOR = "tributary.sql.SharedSecretAuthenticator"
-
-# A class each jar must contain; a jar without it is reported as broken.
-_MARKERS = {
-    "iceberg-runtime": "org/apache/iceberg/spark/SparkCatalog.class",
-    "iceberg-extensions": "org/apache/iceberg/spark/extensions/IcebergSparkSessionExtensions.class",
-    "jackson-relocated": "org/apache/iceberg/shaded/com/fasterxml/jackson/core/JsonFactoryBuilder.class",
-    "sqlite-jdbc": "org/sqlite/JDBC.class",
-    "sql-guard": "tributary/sql/ReadOnlyPolicy.class",
-}
+_SQL_GUARD_MARKER = "tributary/sql/ReadOnlyPolicy.class"
 
 
 @dataclass(frozen=True)
 class SparkJars:
-    """Jar files for `spark.jars` and the native library folder for the SQLite driver."""
+    """Jar files for `spark.jars`."""
 
     jars: tuple[Path, ...]
-    native_lib_dir: Path | None
-
-
-def _iceberg_jar_dir() -> Path:
-    try:
-        import snowpark_connect_deps_iceberg as pkg
-    except ImportError as exc:
-        raise SetupError(
-            "the Iceberg jars are missing: install the PyPI package snowpark-connect-deps-iceberg==1.0.3 "
-            "(run 'make setup')"
-        ) from exc
-    return Path(pkg.__file__).parent / "jars"
 
 
 def _pyspark_jar_dir() -> Path:
@@ -69,69 +93,76 @@ def _pyspark_jar_dir() -> Path:
     return Path(pyspark.__file__).parent / "jars"
 
 
-def _verify(kind: str, path: Path) -> Path:
+def _verify(name: str, path: Path, marker: str) -> Path:
     if not path.is_file():
-        raise SetupError(f"required jar {kind} is missing: {path} (run 'make setup')")
+        raise SetupError(f"required jar {name} is missing: {path} (run 'make setup')")
     try:
         with zipfile.ZipFile(path) as zf:
-            zf.getinfo(_MARKERS[kind])
+            zf.getinfo(marker)
     except (zipfile.BadZipFile, KeyError) as exc:
-        raise SetupError(
-            f"jar {kind} at {path} is broken (no {_MARKERS[kind]}): delete it and run 'make setup'"
-        ) from exc
+        raise SetupError(f"jar {name} at {path} is broken (no {marker}): delete it and run 'make setup'") from exc
     return path
 
 
-def _usable(kind: str, target: Path) -> bool:
-    """Whether a jar built earlier is there and sound; a broken one is deleted so it is built again."""
+def _usable(name: str, target: Path, marker: str) -> bool:
+    """Whether a jar fetched or built earlier is there and sound; a broken one is deleted so it is made again."""
     if not target.is_file():
         return False
     try:
-        _verify(kind, target)
+        _verify(name, target, marker)
     except SetupError:
         target.unlink()
         return False
     return True
 
 
-def build_relocated_jackson(cache: Path) -> Path:
-    """Build (once) the Jackson jar relocated into Iceberg's shaded package; return its path."""
-    target = cache / f"iceberg-{ICEBERG_VERSION}-jackson-{JACKSON_VERSION}-relocated.jar"
-    if _usable("jackson-relocated", target):
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as fh:
+        while chunk := fh.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def maven_jar(jar: MavenJar, cache: Path) -> Path:
+    """The cached file of `jar`, resolved with Maven and checked against its pinned SHA-256 the first time."""
+    target = cache / jar.file_name
+    if _usable(jar.coordinates, target, jar.marker):
         return target
-    if not JARJAR.is_file():
-        raise SetupError(f"{JARJAR} is missing: install Debian's jarjar with 'apt-get install libjarjar-java'")
-    sources = [_pyspark_jar_dir() / f"{name}-{JACKSON_VERSION}.jar" for name in JACKSON_ARTIFACTS]
-    for src in sources:
-        if not src.is_file():
-            raise SetupError(f"Jackson jar {src} is missing from the pyspark install: reinstall pyspark 3.5.9")
+    mvn = shutil.which("mvn")
+    if mvn is None:
+        raise SetupError(
+            f"jar {jar.coordinates} is not in the jar cache {cache} and Maven is missing to fetch it: install it "
+            "('apt-get install maven') and run 'make setup'"
+        )
     cache.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=cache) as tmp:
-        merged = Path(tmp) / "jackson-merged.jar"
-        seen: set[str] = set()
-        with zipfile.ZipFile(merged, "w", zipfile.ZIP_DEFLATED) as out:
-            for src in sources:
-                with zipfile.ZipFile(src) as zf:
-                    for info in zf.infolist():
-                        name = info.filename
-                        # Signatures, manifests and the Java 9 module descriptor do not survive relocation.
-                        if name.startswith("META-INF/") or name.endswith("module-info.class") or name in seen:
-                            continue
-                        seen.add(name)
-                        out.writestr(info, zf.read(name))
-        rules = Path(tmp) / "rules.txt"
-        rules.write_text(RELOCATION_RULE)
-        staged = Path(tmp) / target.name
         proc = subprocess.run(
-            ["java", "-jar", str(JARJAR), "process", str(rules), str(merged), str(staged)],
+            [mvn, "-B", "-q", "dependency:copy", f"-Dartifact={jar.coordinates}", f"-DoutputDirectory={tmp}"],
             capture_output=True,
             text=True,
         )
-        if proc.returncode != 0:
-            raise SetupError(f"jarjar failed to relocate Jackson: {proc.stderr.strip() or proc.stdout.strip()}")
-        _verify("jackson-relocated", staged)
+        staged = Path(tmp) / jar.file_name
+        if proc.returncode != 0 or not staged.is_file():
+            detail = [line for line in (proc.stdout + proc.stderr).splitlines() if "ERROR" in line][:3]
+            raise SetupError(
+                f"Maven could not fetch {jar.coordinates}: {' '.join(detail) or f'exit code {proc.returncode}'}; "
+                "check that Maven reaches its repository (or a mirror in ~/.m2/settings.xml) and run 'make setup'"
+            )
+        actual = _sha256(staged)
+        if actual != jar.sha256:
+            raise SetupError(
+                f"jar {jar.coordinates} fetched by Maven has SHA-256 {actual}, not the pinned {jar.sha256}: "
+                "refusing it (a changed or corrupted artifact); check the repository Maven uses"
+            )
+        _verify(jar.coordinates, staged, jar.marker)
         staged.replace(target)
     return target
+
+
+def fetch_all(cache: Path) -> list[Path]:
+    """Every pinned jar in the cache (`make setup`), so later sessions need no network."""
+    return [maven_jar(jar, cache) for jar in MAVEN_JARS]
 
 
 def javac() -> Path:
@@ -158,7 +189,7 @@ def build_sql_guard(cache: Path) -> Path:
     for src in sources:
         digest.update(src.relative_to(SQL_GUARD_SOURCES).as_posix().encode() + b"\0" + src.read_bytes())
     target = cache / f"tributary-sql-guard-{digest.hexdigest()[:16]}.jar"
-    if _usable("sql-guard", target):
+    if _usable("sql-guard", target, _SQL_GUARD_MARKER):
         return target
     cache.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=cache) as tmp:
@@ -177,40 +208,17 @@ def build_sql_guard(cache: Path) -> Path:
             out.writestr("META-INF/MANIFEST.MF", "Manifest-Version: 1.0\nCreated-By: tributary\n")
             for cls in sorted(classes.rglob("*.class")):
                 out.write(cls, cls.relative_to(classes).as_posix())
-        _verify("sql-guard", staged)
+        _verify("sql-guard", staged, _SQL_GUARD_MARKER)
         staged.replace(target)
     return target
 
 
-def _native_sqlite_dir() -> Path | None:
-    hits = sorted(glob.glob("/usr/lib/*/jni/libsqlitejdbc.so"))
-    return Path(hits[0]).parent if hits else None
-
-
 def spark_jars(settings: Settings) -> SparkJars:
-    """Return the verified jar set for `settings`, building the relocated Jackson jar if needed."""
-    iceberg_dir = _iceberg_jar_dir()
-    jars = [
-        _verify("iceberg-runtime", iceberg_dir / f"iceberg-spark-runtime-3.5_2.12-{ICEBERG_VERSION}.jar"),
-        _verify("iceberg-extensions", iceberg_dir / f"iceberg-spark-extensions-3.5_2.12-{ICEBERG_VERSION}.jar"),
-        build_relocated_jackson(settings.jar_cache),
-        build_sql_guard(settings.jar_cache),
-    ]
-    native = None
+    """The verified jar set for `settings`: Iceberg, the catalog's JDBC driver and the SQL guard."""
+    cache = settings.jar_cache
+    jars = [maven_jar(ICEBERG, cache), build_sql_guard(cache)]
     if settings.uses_sqlite:
-        if not SQLITE_JDBC.is_file():
-            raise SetupError(
-                f"SQLite JDBC driver {SQLITE_JDBC} is missing: "
-                "'apt-get install libxerial-sqlite-jdbc-java libxerial-sqlite-jdbc-jni'"
-            )
-        jars.append(_verify("sqlite-jdbc", SQLITE_JDBC))
-        native = _native_sqlite_dir()
-        if native is None:
-            raise SetupError("libsqlitejdbc.so is missing: 'apt-get install libxerial-sqlite-jdbc-jni'")
+        jars.append(maven_jar(SQLITE_JDBC, cache))
     elif settings.jdbc_catalog_uri.startswith("jdbc:postgresql:"):
-        if not POSTGRES_JDBC.is_file():
-            raise SetupError(
-                f"PostgreSQL JDBC driver {POSTGRES_JDBC} is missing: 'apt-get install libpostgresql-jdbc-java'"
-            )
-        jars.append(POSTGRES_JDBC)
-    return SparkJars(jars=tuple(jars), native_lib_dir=native)
+        jars.append(maven_jar(POSTGRES_JDBC, cache))
+    return SparkJars(jars=tuple(jars))

@@ -5,9 +5,10 @@ cd "$(dirname "$0")/.."
 
 VENV=${VENV:-.venv}
 PYTHON=${PYTHON:-python3.11}
-# chromium: the UI smoke test takes a headless screenshot of the Dagster asset graph. postgresql and its JDBC driver:
-# the cluster profile's catalog and Dagster instance (`tributary cluster up`, the cluster tests).
-APT_PACKAGES="libjarjar-java libxerial-sqlite-jdbc-java libxerial-sqlite-jdbc-jni chromium postgresql libpostgresql-jdbc-java"
+# chromium: the UI smoke test takes a headless screenshot of the Dagster asset graph. postgresql: the cluster
+# profile's catalog and Dagster instance (`tributary cluster up`, the cluster tests). Maven (installed when `mvn` is
+# missing) fetches the pinned jars (infra/jars.py) once into the jar cache.
+APT_PACKAGES="chromium postgresql"
 
 say() { printf '\033[1m[setup]\033[0m %s\n' "$*"; }
 die() { printf 'setup: error: %s\n' "$*" >&2; exit 1; }
@@ -45,9 +46,10 @@ if ! javac_17; then
   javac_17 || die "javac 17 is required but not found beside 'java' or on PATH; install openjdk-17-jdk-headless"
 fi
 
-# 2. Debian packages: jarjar (relocates Jackson for the Iceberg runtime), SQLite JDBC driver + JNI library, PostgreSQL
+# 2. Debian packages: Chromium, PostgreSQL, Maven
 missing=""
 for p in $APT_PACKAGES; do dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"; done
+command -v mvn >/dev/null 2>&1 || missing="$missing maven"
 if [ -n "$missing" ]; then
   say "installing Debian packages:$missing"
   # shellcheck disable=SC2086
@@ -67,6 +69,6 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   echo "$want" > "$stamp"
 fi
 
-# 4. Jars (relocated Jackson and the SQL guard built once, cached in ~/.cache/tributary/jars), verified by name
+# 4. Jars (the pinned Maven jars fetched and the SQL guard built once, cached in ~/.cache/tributary/jars), verified
 "$VENV/bin/tributary" setup >/dev/null
 say "ready"

@@ -195,9 +195,6 @@ def spark_conf(settings: Settings) -> dict[str, str]:
     }
     conf.update(_listen_conf(settings))
     conf.update(settings.deployment.spark_conf())
-    if jars.native_lib_dir:
-        conf["spark.driver.extraLibraryPath"] = str(jars.native_lib_dir)
-        conf["spark.executor.extraLibraryPath"] = str(jars.native_lib_dir)
     conf.update(spark_catalog_conf(settings))
     conf.update(dict(settings.spark_conf))
     return conf

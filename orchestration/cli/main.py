@@ -23,12 +23,12 @@ Handler = Callable[[argparse.Namespace, Settings], int]
 
 
 def _setup(args: argparse.Namespace, settings: Settings) -> int:
-    from infra.jars import spark_jars
+    from infra.jars import fetch_all, spark_jars
     from infra.java import require_java
 
     require_java()
-    jars = spark_jars(settings)
-    for jar in jars.jars:
+    fetched = fetch_all(settings.jar_cache)  # every pinned jar, also those this home's catalog does not use
+    for jar in dict.fromkeys([*spark_jars(settings).jars, *fetched]):
         print(f"ok  {jar}")
     try:
         archive = _class_archive(settings)

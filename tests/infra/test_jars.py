@@ -1,0 +1,49 @@
+"""The JVM parts come from Maven by pinned coordinates and checksums, into the jar cache, and then work offline."""
+
+from __future__ import annotations
+
+import dataclasses
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from infra import jars
+from infra.errors import SetupError
+from infra.jars import MAVEN_JARS, SQLITE_JDBC, maven_jar, spark_jars
+from infra.settings import Settings
+
+
+def test_every_session_jar_is_pinned_and_cached(base_settings: Settings) -> None:
+    cached = {p.name for p in spark_jars(base_settings).jars}
+    assert f"iceberg-spark-runtime-3.5_2.12-{jars.ICEBERG.version}.jar" in cached
+    assert SQLITE_JDBC.file_name in cached
+    for jar in MAVEN_JARS:
+        path = base_settings.jar_cache / jar.file_name
+        assert path.is_file(), jar.coordinates  # `make setup` fetched all of them
+        assert jars._sha256(path) == jar.sha256
+
+
+def test_a_fetched_jar_whose_checksum_differs_is_refused(tmp_path: Path) -> None:
+    tampered = dataclasses.replace(SQLITE_JDBC, sha256="0" * 64)
+    with pytest.raises(SetupError, match=r"org\.xerial:sqlite-jdbc:.* has SHA-256 [0-9a-f]{64}, not the pinned 0{64}"):
+        maven_jar(tampered, tmp_path)
+    assert list(tmp_path.iterdir()) == []  # nothing half-fetched is left to be trusted later
+
+
+def test_a_cached_jar_needs_no_maven_and_a_broken_one_is_fetched_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cached = tmp_path / SQLITE_JDBC.file_name
+    with zipfile.ZipFile(cached, "w") as zf:
+        zf.writestr(SQLITE_JDBC.marker, b"")
+    monkeypatch.setattr(jars.shutil, "which", lambda _: None)
+    assert maven_jar(SQLITE_JDBC, tmp_path) == cached  # offline: no Maven call
+    cached.write_bytes(b"not a jar")
+    with pytest.raises(SetupError) as err:
+        maven_jar(SQLITE_JDBC, tmp_path)
+    assert str(err.value) == (
+        f"jar {SQLITE_JDBC.coordinates} is not in the jar cache {tmp_path} and Maven is missing to fetch it: install "
+        "it ('apt-get install maven') and run 'make setup'"
+    )
+    assert not cached.exists()
