@@ -1,7 +1,7 @@
 """The Iceberg catalog, shared by Spark (JdbcCatalog) and pyiceberg (SqlCatalog).
 
 Both speak the same `iceberg_tables` schema. pyiceberg creates the catalog tables first; Spark is then told
-not to (`jdbc.init-catalog-tables=false`), because Iceberg 1.10.2 leaks a result set while initialising them
+not to (`jdbc.init-catalog-tables=false`), because Iceberg (seen in 1.10.2) leaks a result set while initialising them
 and the stale SQLite read transaction later fails commits with SQLITE_BUSY_SNAPSHOT.
 """
 
