@@ -19,7 +19,8 @@ from infra.spark import get_spark
 from pipelines.datasets import default_registry
 from pipelines.datasets.ecommerce.sample_data import generate
 from pipelines.datasets.ecommerce.tables import LANDED_SCHEMA
-from pipelines.io.formats import DEFAULT_TABLE_PROPERTIES, LANDING_WRITE_OPTIONS, table_format
+from pipelines.io.formats import table_format
+from pipelines.io.iceberg import DEFAULT_TABLE_PROPERTIES, LANDING_WRITE_OPTIONS
 from pipelines.io.landing_parse import CORRUPT_COLUMN, with_corrupt
 from pipelines.io.sources import batch_read_files
 from pipelines.run.report import RunReport
