@@ -6,9 +6,9 @@ metadata JSON line (watermark, batch time) and, in `offsets/`, one offset line p
 Spark writes `offsets/<n>` before it runs batch n and `commits/<n>` after the batch is written. On restart,
 a committed last batch means the next batch starts at the end offset of `offsets/<n>`; an uncommitted one is
 re-run from the end offset of `offsets/<n-1>` (or, for batch 0, from the source's initial offset that Iceberg
-keeps in `sources/<i>/offsets/0`). The Iceberg source's offsets are JSON carrying `snapshot_id`. The stream then
-walks forward from that snapshot through every later snapshot, so it needs that snapshot and all its
-descendants to still exist.
+keeps in `sources/<i>/offsets/0`, which `pin_initial_offsets` moves forward). The Iceberg source's offsets are
+JSON carrying `snapshot_id`. The stream then walks forward from that snapshot through every later snapshot, so
+it needs that snapshot and all its descendants to still exist.
 """
 
 from __future__ import annotations
@@ -186,6 +186,36 @@ def plan_owed_no_data_batch(checkpoint: Path) -> int | None:
     (checkpoint / "offsets" / f".{owed}.crc").unlink(missing_ok=True)
     write_atomically(checkpoint / "offsets" / str(owed), "\n".join([version, json.dumps(metadata), *positions]))
     return owed
+
+
+def pin_initial_offsets(checkpoint: Path) -> int:
+    """Move each Iceberg source's initial offset (`sources/<i>/offsets/0`) to where its last committed batch ended;
+    return how many were moved.
+
+    Under availableNow, Iceberg's stream (seen in 1.12.0) computes the run's end offset by walking from that
+    initial offset, not from the committed one, so once maintenance has expired the stream's first snapshot every
+    run fails. The initial offset is read only for that walk and for a query that has committed nothing, so
+    pointing it at the committed end changes nothing else: the walk then covers exactly the snapshots the run
+    will read, which expiry keeps (`restart_position`).
+    """
+    last = last_committed_batch(checkpoint)
+    if last is None:
+        return 0
+    lines = batch_files(checkpoint / "offsets")[last].read_text().splitlines()[2:]
+    folders = sorted((p for p in (checkpoint / "sources").glob("*") if p.name.isdigit()), key=lambda p: int(p.name))
+    if len(folders) != len(lines):
+        return 0
+    moved = 0
+    for folder, line in zip(folders, lines, strict=True):
+        initial = folder / "offsets" / "0"
+        value = json.loads(line) if line.startswith("{") else None
+        if not initial.is_file() or not isinstance(value, dict) or "snapshot_id" not in value:
+            continue
+        if initial.read_text().strip() != line.strip():
+            (initial.parent / ".0.crc").unlink(missing_ok=True)  # Hadoop's checksum of the old text would refuse it
+            write_atomically(initial, line.strip())
+            moved += 1
+    return moved
 
 
 def mark_finished(checkpoint: Path) -> None:

@@ -16,7 +16,7 @@ from infra.settings import Settings
 from infra.spark import Session, running_session, started_session
 from infra.stopwatch import Stopwatch
 from pipelines.io.archive import archive_committed
-from pipelines.io.checkpoints import mark_finished, pending_batch, plan_owed_no_data_batch
+from pipelines.io.checkpoints import mark_finished, pin_initial_offsets, plan_owed_no_data_batch
 from pipelines.io.formats import TableFormats, table_format
 from pipelines.io.landing import landing_folder, unread_subfolders
 from pipelines.io.landing_parse import CsvHeaders
@@ -42,24 +42,12 @@ _HEADER_RESTARTS = 3
 _LANDED_DURING_START = file_health.LandedDuringStart.__name__
 
 
-def trigger_for(spec: TableSpec) -> tuple[str, dict[str, Any]]:
-    """The trigger that makes a run bounded for this spec's source.
-
-    File sources use availableNow: everything landed so far, split by maxFilesPerTrigger, then stop.
-    Iceberg sources use Trigger.Once: Iceberg's stream implements availableNow since 1.11, but (1.12.0, tested by
-    `test_downstream_stream_resumes_after_maintenance_and_unsafe_expiry_is_refused`) it still plans from the
-    stream's first snapshot and fails for good once maintenance has expired that snapshot. Once has the
-    same bounded semantics, except that it never runs the no-data batch that moves the watermark: the one
-    that emits windows closed by it (append mode) and after which late rows are judged (Spark judges a
-    batch's rows against the previous batch's watermark). Watermarked queries are therefore drained (run
-    until all available data, including that no-data batch, is processed, then stopped), so that they judge
-    and emit exactly as the same query under availableNow.
-    """
-    if isinstance(spec.source, FileSource):
-        return "availableNow", {"availableNow": True}
-    if spec.watermark is not None:
-        return "drain", {"processingTime": "0 seconds"}
-    return "once", {"once": True}
+# Every source runs bounded with availableNow: everything available when the query starts (split by the source's
+# per-batch limit), then Spark's no-data batch when the watermark moved (it emits the windows, sessions and join rows
+# the watermark closed, and later rows are judged against it), then stop. Iceberg's stream implements it from 1.11;
+# its initial offset is moved to the committed end before each run (`pin_initial_offsets`), since its availableNow
+# plan walks from there and fails once maintenance has expired the stream's first snapshot.
+TRIGGER = "availableNow"
 
 
 def source_frame(
@@ -124,8 +112,7 @@ def run_table(spark: Session, settings: Settings, spec: TableSpec) -> RunReport:
 def _run_locked(session: Session, settings: Settings, spec: TableSpec, clock: Stopwatch, started: float) -> RunReport:
     fmt = table_format(settings)
     spark = running_session(session)
-    trigger_name, trigger = trigger_for(spec)
-    report = RunReport(table=spec.name, trigger=trigger_name)
+    report = RunReport(table=spec.name, trigger=TRIGGER)
     checkpoint = settings.checkpoint_for(spec.name)
     metrics: Counter[str] = Counter()
     landed = None
@@ -141,6 +128,7 @@ def _run_locked(session: Session, settings: Settings, spec: TableSpec, clock: St
     try:
         with clock.stage("skip_check"):
             plan_owed_no_data_batch(checkpoint)
+            pin_initial_offsets(checkpoint)
             nothing = streams.nothing_to_read(spark, settings, fmt, spec)
         if nothing:  # no batch could run: skip the query
             if landed is not None:  # fingerprints (and archives) files a killed run left unrecorded
@@ -151,30 +139,25 @@ def _run_locked(session: Session, settings: Settings, spec: TableSpec, clock: St
     except Exception as exc:
         raise PipelineError(f"table {spec.name}: could not start its stream: {first_line(exc)}") from exc
     spark = started_session(session, settings)
-    # Trigger.Once re-runs an interrupted batch and stops: a second query then reads what arrived since.
-    queries = 2 if trigger_name == "once" and pending_batch(checkpoint) is not None else 1
     progress: list[dict[str, Any]] = []
     files: list[file_health.FileHealth] = []
     stage_mb = settings.stage_landing_mb
-    for _ in range(queries):
-        for attempt in range(_HEADER_RESTARTS + 1):
-            headers = None
-            if isinstance(spec.source, FileSource) and landed is not None:
-                headers = csv_headers(spec.source, list(landed_files(settings, spec.source).values()))
+    for attempt in range(_HEADER_RESTARTS + 1):
+        headers = None
+        if isinstance(spec.source, FileSource) and landed is not None:
+            headers = csv_headers(spec.source, list(landed_files(settings, spec.source).values()))
 
-            def write_batch(df: DataFrame, batch_id: int, headers: CsvHeaders | None = headers) -> None:
-                ctx = BatchContext(spark, fmt, spec.name, checkpoint, batch_id, metrics, files, clock, stage_mb << 20)
-                with clock.stage("batch.write"):
-                    write_micro_batch(ctx, df, spec, headers)
+        def write_batch(df: DataFrame, batch_id: int, headers: CsvHeaders | None = headers) -> None:
+            ctx = BatchContext(spark, fmt, spec.name, checkpoint, batch_id, metrics, files, clock, stage_mb << 20)
+            with clock.stage("batch.write"):
+                write_micro_batch(ctx, df, spec, headers)
 
-            try:
-                progress.extend(
-                    _run_query(spark, settings, fmt, spec, trigger_name, trigger, write_batch, clock, headers)
-                )
-                break
-            except file_health.LandedDuringStart:
-                if attempt == _HEADER_RESTARTS:
-                    raise
+        try:
+            progress.extend(_run_query(spark, settings, fmt, spec, write_batch, clock, headers))
+            break
+        except file_health.LandedDuringStart:
+            if attempt == _HEADER_RESTARTS:
+                raise
     mark_finished(checkpoint)
     fill_from_progress(report, progress, streams.source_copies(spec))
     report.metrics = dict(metrics)
@@ -250,8 +233,6 @@ def _run_query(
     settings: Settings,
     fmt: TableFormats,
     spec: TableSpec,
-    trigger_name: str,
-    trigger: dict[str, Any],
     write_batch: Any,
     clock: Stopwatch,
     headers: CsvHeaders | None = None,
@@ -268,7 +249,7 @@ def _run_query(
             .foreachBatch(write_batch)
             .outputMode(spec.output_mode)
             .option("checkpointLocation", str(settings.checkpoint_for(spec.name)))
-            .trigger(**trigger)
+            .trigger(availableNow=True)
             .start()
         )
     except TributaryError:
@@ -277,11 +258,7 @@ def _run_query(
         raise PipelineError(f"table {spec.name}: could not start its stream: {first_line(exc)}") from exc
     try:
         with clock.stage("stream"):
-            if trigger_name == "drain":
-                query.processAllAvailable()
-                query.stop()
-            else:
-                query.awaitTermination()
+            query.awaitTermination()
     except StreamingQueryException as exc:
         if _LANDED_DURING_START in str(exc):
             raise file_health.LandedDuringStart(f"table {spec.name}: a file landed while the run started") from exc

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from pipelines.io.checkpoints import caught_up_offsets, mark_finished
+from pipelines.io.checkpoints import caught_up_offsets, mark_finished, pin_initial_offsets
 
 SNAPSHOT = 7822080852644853885
 
@@ -43,3 +43,22 @@ def test_a_finished_mark_for_an_older_batch_does_not_count(tmp_path: Path) -> No
     checkpoint = _checkpoint(tmp_path / "older", ran_with=0, next_watermark=10)
     (checkpoint / "tributary_finished.json").write_text(json.dumps({"batch_id": -1}))
     assert caught_up_offsets(checkpoint) is None
+
+
+def test_the_initial_offset_moves_to_the_committed_end_and_only_then(tmp_path: Path) -> None:
+    first = {"version": 1, "snapshot_id": 11, "position": 0, "scan_all_files": False}
+    pending = _checkpoint(tmp_path / "pending", ran_with=0, next_watermark=0, committed=False)
+    for checkpoint in (pending, _checkpoint(tmp_path / "done", ran_with=0, next_watermark=0)):
+        (checkpoint / "sources" / "0" / "offsets").mkdir(parents=True)
+        (checkpoint / "sources" / "0" / "offsets" / "0").write_text(json.dumps(first))
+        (checkpoint / "sources" / "0" / "offsets" / ".0.crc").write_bytes(b"stale")
+    # Nothing committed: the query still starts from its initial offset, which stays.
+    assert pin_initial_offsets(pending) == 0
+    assert json.loads((pending / "sources" / "0" / "offsets" / "0").read_text()) == first
+    done = tmp_path / "done"
+    assert pin_initial_offsets(done) == 1
+    initial = done / "sources" / "0" / "offsets"
+    assert json.loads((initial / "0").read_text())["snapshot_id"] == SNAPSHOT
+    assert json.loads((initial / "0").read_text())["position"] == 1
+    assert not (initial / ".0.crc").exists()
+    assert pin_initial_offsets(done) == 0  # already there
