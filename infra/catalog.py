@@ -60,8 +60,30 @@ def pyiceberg_catalog(settings: Settings) -> SqlCatalog:
     return _cached(settings)
 
 
+DELTA_CATALOG = "delta"
+
+
+def delta_catalog_conf(settings: Settings) -> dict[str, str]:
+    """Spark settings that register the warehouse's Delta tables as the read-only catalog `delta`
+    (`infra/jvm/tributary/sql/DeltaFolderCatalog.java`): `delta.gold.daily_revenue` in any home, and plain
+    `gold.daily_revenue` in a Delta home, whose default catalog it is."""
+    from infra.jars import DELTA_FOLDER_CATALOG
+    from infra.sql.delta_tables import DELTA_FOLDER
+
+    conf = {
+        # delta-spark refuses to read or stream a Delta table by path unless the session catalog is its own.
+        "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
+        f"spark.sql.catalog.{DELTA_CATALOG}": DELTA_FOLDER_CATALOG,
+        f"spark.sql.catalog.{DELTA_CATALOG}.root": (settings.warehouse / DELTA_FOLDER).as_uri(),
+    }
+    if settings.table_format == "delta":
+        conf["spark.sql.defaultCatalog"] = DELTA_CATALOG
+    return conf
+
+
 def spark_catalog_conf(settings: Settings) -> dict[str, str]:
-    """Spark settings that register the Iceberg catalog under `settings.catalog_name`."""
+    """Spark settings that register the Iceberg catalog under `settings.catalog_name` (the default catalog of an
+    Iceberg home)."""
     prefix = f"spark.sql.catalog.{settings.catalog_name}"
     return {
         prefix: "org.apache.iceberg.spark.SparkCatalog",

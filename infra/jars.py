@@ -1,4 +1,4 @@
-"""The jars Spark needs: the Iceberg runtime and the JDBC drivers by Maven coordinates, and the SQL guard.
+"""The jars Spark needs: Iceberg, Delta and the JDBC drivers by Maven coordinates, and Tributary's own classes.
 
 `MAVEN_JARS` is the one place the JVM parts are pinned: coordinates, the SHA-256 of the file, and a class the jar
 must hold. `tributary setup` (`make setup`) resolves a missing one with Maven (`mvn dependency:copy`, through the
@@ -11,13 +11,15 @@ every session start. Iceberg's own runtime jar is complete; the runtime earlier 
 its relocated Jackson classes, which set-up rebuilt with Debian's jarjar: neither is needed any more. The SQLite
 driver bundles its native library, so no system package or library path is needed either.
 
-The SQL guard (`infra/jvm`: the read-only SQL policy, its Spark session extension and the SQL server's
-shared-secret authenticator) is compiled once with the JDK's javac against pyspark's jars, cached likewise.
+Tributary's own classes (`infra/jvm`: the read-only SQL policy, its Spark session extension, the SQL server's
+shared-secret authenticator and the catalog of Delta table folders) are compiled once with the JDK's javac against
+pyspark's and delta-spark's jars, cached likewise.
 """
 
 from __future__ import annotations
 
 import hashlib
+import os
 import shutil
 import subprocess
 import tempfile
@@ -71,12 +73,31 @@ POSTGRES_JDBC = MavenJar(
     "2a32a9dcbc42d67a50ad3a0de5efd102c8d2be46720045f2cbd6689f160ab7c7",
     "org/postgresql/Driver.class",
 )
-MAVEN_JARS = (ICEBERG, SQLITE_JDBC, POSTGRES_JDBC)
+DELTA_SPARK = MavenJar(
+    "io.delta",
+    "delta-spark_2.12",
+    "3.3.2",  # the Delta line built for Spark 3.5
+    "4e92085d5d794cf949c50bb665b91384857cad58680c2d0bfc9c7ad353e98e85",
+    "io/delta/sql/DeltaSparkSessionExtension.class",
+)
+DELTA_STORAGE = MavenJar(
+    "io.delta",
+    "delta-storage",
+    "3.3.2",
+    "c096975a2ca97ccc9b4005aa5cce16c9ac3903139d340da6665b66ace67d7c36",
+    "io/delta/storage/LogStore.class",
+)
+# delta-spark's other dependencies (Scala 2.12.18, ANTLR 4.9.3) are the ones pyspark 3.5 ships.
+DELTA_JARS = (DELTA_SPARK, DELTA_STORAGE)
+MAVEN_JARS = (ICEBERG, *DELTA_JARS, SQLITE_JDBC, POSTGRES_JDBC)
 ICEBERG_VERSION = ICEBERG.version
 
 SQL_GUARD_SOURCES = Path(__file__).parent / "jvm"
 SQL_GUARD_EXTENSION = "tributary.sql.ReadOnlyExtension"
 SQL_GUARD_AUTHENTICATOR = "tributary.sql.SharedSecretAuthenticator"
+DELTA_FOLDER_CATALOG = "tributary.sql.DeltaFolderCatalog"
+DELTA_EXTENSION = "io.delta.sql.DeltaSparkSessionExtension"
+ICEBERG_EXTENSION = "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions"
 _SQL_GUARD_MARKER = "tributary/sql/ReadOnlyPolicy.class"
 
 
@@ -192,11 +213,12 @@ def build_sql_guard(cache: Path) -> Path:
     if _usable("sql-guard", target, _SQL_GUARD_MARKER):
         return target
     cache.mkdir(parents=True, exist_ok=True)
+    class_path = [str(_pyspark_jar_dir() / "*"), str(maven_jar(DELTA_SPARK, cache))]
     with tempfile.TemporaryDirectory(dir=cache) as tmp:
         classes = Path(tmp) / "classes"
         options = ["--release", "17", "-nowarn", "-Xlint:none", "-encoding", "UTF-8", "-d", str(classes)]
         proc = subprocess.run(
-            [str(javac()), *options, "-cp", str(_pyspark_jar_dir() / "*"), *map(str, sources)],
+            [str(javac()), *options, "-cp", os.pathsep.join(class_path), *map(str, sources)],
             capture_output=True,
             text=True,
         )
@@ -214,9 +236,9 @@ def build_sql_guard(cache: Path) -> Path:
 
 
 def spark_jars(settings: Settings) -> SparkJars:
-    """The verified jar set for `settings`: Iceberg, the catalog's JDBC driver and the SQL guard."""
+    """The verified jar set for `settings`: Iceberg, Delta, the catalog's JDBC driver and Tributary's classes."""
     cache = settings.jar_cache
-    jars = [maven_jar(ICEBERG, cache), build_sql_guard(cache)]
+    jars = [maven_jar(ICEBERG, cache), *(maven_jar(jar, cache) for jar in DELTA_JARS), build_sql_guard(cache)]
     if settings.uses_sqlite:
         jars.append(maven_jar(SQLITE_JDBC, cache))
     elif settings.jdbc_catalog_uri.startswith("jdbc:postgresql:"):

@@ -219,6 +219,8 @@ class Settings:
             ) from None
         if not self.catalog_name.isidentifier() or not self.catalog_name.islower():
             raise ConfigError(f"TRIBUTARY_CATALOG_NAME={self.catalog_name!r} must be a lower-case identifier")
+        if self.catalog_name == "delta":  # infra.catalog.DELTA_CATALOG: the Spark catalog of the Delta tables
+            raise ConfigError("TRIBUTARY_CATALOG_NAME='delta' is the Delta tables' Spark catalog: choose another name")
         _check_master("TRIBUTARY_SPARK_MASTER", self.spark_master)
         _check_memory("TRIBUTARY_DRIVER_MEMORY", self.driver_memory)
         _require_positive_int("TRIBUTARY_SHUFFLE_PARTITIONS", str(self.shuffle_partitions))

@@ -17,11 +17,6 @@ from infra.settings import Settings
 from infra.sql.table_metadata import Snapshot, TableMetadata
 
 DELTA_FOLDER = "delta"
-SPARK_SQL_REFUSED = (
-    "Spark SQL (tributary query, tributary sql --engine spark, the SQL server) sees only the Iceberg catalog, and "
-    "reading Delta tables in Spark SQL needs delta-spark's jars; query Delta tables with 'tributary sql' (the "
-    "default engine, DuckDB over delta-rs)"
-)
 
 
 def delta_location(settings: Settings, name: str) -> Path:

@@ -38,7 +38,6 @@ from urllib.parse import parse_qsl, urlencode
 from infra.errors import ConfigError, SetupError
 from infra.ports import port_free
 from infra.settings import Settings
-from infra.sql.delta_tables import SPARK_SQL_REFUSED
 
 DEFAULT_PORT = 10009
 HOST = "127.0.0.1"
@@ -133,7 +132,7 @@ def read_only_catalog_uri(settings: Settings) -> str:
 
 def server_conf(settings: Settings, read_only: bool = True) -> dict[str, str]:
     """Spark settings of the server: the platform's (`spark_conf`), adjusted for a long-lived shared endpoint."""
-    from infra.jars import SQL_GUARD_EXTENSION
+    from infra.jars import DELTA_EXTENSION, SQL_GUARD_EXTENSION
     from infra.spark import spark_conf
 
     conf = spark_conf(settings)
@@ -144,7 +143,8 @@ def server_conf(settings: Settings, read_only: bool = True) -> dict[str, str]:
     conf["spark.driver.extraClassPath"] = os.pathsep.join(p for p in class_path if p)
     if read_only:
         # The SQL guard replaces Iceberg's extensions: no CALL procedures; FOR VERSION AS OF is plain Spark SQL.
-        conf["spark.sql.extensions"] = SQL_GUARD_EXTENSION
+        # Delta's comes first so that the guard's parser wraps Delta's and refuses VACUUM, OPTIMIZE and the like.
+        conf["spark.sql.extensions"] = f"{DELTA_EXTENSION},{SQL_GUARD_EXTENSION}"
         conf["spark.sql.runSQLOnFiles"] = "false"
         conf[f"spark.sql.catalog.{settings.catalog_name}.uri"] = read_only_catalog_uri(settings)
     return conf
@@ -247,8 +247,6 @@ def start(settings: Settings, port: int | None = None, read_only: bool = True, t
     from infra.catalog import pyiceberg_catalog
     from infra.java import require_java
 
-    if settings.table_format == "delta":
-        raise ConfigError(f"TRIBUTARY_TABLE_FORMAT=delta: {SPARK_SQL_REFUSED}")
     port = sql_port(port)
     running = status(settings)
     if running is not None:

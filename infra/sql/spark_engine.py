@@ -15,10 +15,11 @@ import threading
 from datetime import UTC, datetime
 from typing import Any
 
+from infra.catalog import DELTA_CATALOG
 from infra.errors import ConfigError, SetupError, TributaryError, first_line
 from infra.settings import Settings
 from infra.sql.catalog import CatalogReader, QueryRefused, QueryResult, meta_command, unknown_table
-from infra.sql.delta_tables import SPARK_SQL_REFUSED, delta_tables
+from infra.sql.delta_tables import delta_tables
 
 POLICY_CLASS = "tributary.sql.ReadOnlyPolicy"
 _lock = threading.Lock()
@@ -56,17 +57,14 @@ def check_spark_read_only(spark: Any, sql: str) -> None:
 
 def read_only_session(spark: Any, settings: Settings) -> Any:
     """A session of `spark`'s JVM for analysts' queries: read-only catalog connection, no SQL on files."""
-    from infra.catalog import spark_catalog_conf
+    from infra.spark import home_session
     from infra.sql.server import read_only_catalog_uri
 
     with _lock:
         known = _sessions.get(settings)
         if known is not None and known[0] is spark._jsparkSession:
             return known[1]
-        session = spark.newSession()
-        # spark.sql.defaultCatalog included: the session starts in the settings' catalog.
-        for key, value in spark_catalog_conf(settings).items():
-            session.conf.set(key, value)
+        session = home_session(spark, settings)  # starts in the home's default catalog
         # A catalog database the platform cannot open read-only keeps its URI: the statement checks still hold.
         with contextlib.suppress(ConfigError):
             session.conf.set(f"spark.sql.catalog.{settings.catalog_name}.uri", read_only_catalog_uri(settings))
@@ -90,8 +88,6 @@ def spark_query(settings: Settings, sql: str) -> QueryResult:
     answered = meta_command(catalog, sql)
     if answered is not None:
         return answered
-    if settings.table_format == "delta":
-        raise ConfigError(f"TRIBUTARY_TABLE_FORMAT=delta: {SPARK_SQL_REFUSED}")
     from pyspark.errors import AnalysisException
 
     from infra.spark import get_spark
@@ -110,8 +106,10 @@ def spark_query(settings: Settings, sql: str) -> QueryResult:
         if match:
             parts = [p for p in match.groups() if p]
             name = ".".join(parts[-2:]) if len(parts) >= 2 else parts[0]
-            if name in delta_tables(settings):
-                raise ConfigError(f"{name} is a Delta table: {SPARK_SQL_REFUSED}") from exc
+            if name in delta_tables(settings) and settings.table_format != "delta":
+                raise ConfigError(
+                    f"{name} is a Delta table in an Iceberg home: name it {DELTA_CATALOG}.{name}"
+                ) from exc
             raise unknown_table(name, catalog.tables()) from exc
         raise TributaryError(f"query failed: {first_line(exc)}") from exc
     return QueryResult(tuple(df.columns), [tuple(_utc(v) for v in row) for row in rows])

@@ -15,7 +15,7 @@ from contextlib import ExitStack
 from dataclasses import replace
 from pathlib import Path
 
-from infra.errors import ConfigError, TributaryError
+from infra.errors import TributaryError
 from infra.kafka import KafkaSettings
 from infra.settings import Settings
 
@@ -158,14 +158,9 @@ def _demo(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _query(args: argparse.Namespace, settings: Settings) -> int:
-    from infra.spark import get_spark
-    from infra.sql.delta_tables import SPARK_SQL_REFUSED
+    from infra.spark import get_spark, home_session
 
-    if settings.table_format == "delta":
-        raise ConfigError(f"TRIBUTARY_TABLE_FORMAT=delta: {SPARK_SQL_REFUSED}")
-    spark = get_spark(settings)
-    spark.sql(f"USE {settings.catalog_name}")
-    spark.sql(args.sql).show(args.limit, truncate=False)
+    home_session(get_spark(settings), settings).sql(args.sql).show(args.limit, truncate=False)
     return 0
 
 

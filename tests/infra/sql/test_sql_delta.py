@@ -1,16 +1,20 @@
-"""`tributary sql` on a Delta home: DuckDB over delta-rs answers as it does over the same tables in Iceberg, time
-travel goes by version, and Spark SQL refuses with one line naming the way that works."""
+"""SQL on a Delta home: DuckDB over delta-rs answers as it does over the same tables in Iceberg, time travel goes
+by version, and Spark SQL (`tributary query`, `tributary sql --engine spark`, the Thrift server) reads the same
+tables through delta-spark, read-only for analysts."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from dataclasses import replace
 
 import pytest
+from pyhive import hive
 
-from infra.errors import ConfigError
+from infra.ports import free_port
 from infra.spark import get_spark
-from infra.sql import server
-from infra.sql.catalog import history
+from infra.sql.catalog import QueryRefused, history
 from infra.sql.local import LocalEngine, settings_env
 from infra.sql.spark_engine import spark_query
 from orchestration.cli.main import main
@@ -64,16 +68,55 @@ def test_time_travel_history_and_tables_on_delta(homes):
 
     tables = dict((row[0], row[1]) for row in LocalEngine(delta).query("SHOW TABLES").rows)
     assert tables["bronze.events"] == 3000 and GOLD in tables
-    with pytest.raises(ConfigError, match="query Delta tables with 'tributary sql'"):
-        spark_query(delta, f"SELECT * FROM {GOLD}")
-    with pytest.raises(ConfigError, match="TRIBUTARY_TABLE_FORMAT=delta"):
-        server.start(delta)  # refused before anything starts
+    count = LocalEngine(delta).query(f"SELECT count(*) FROM {GOLD}").rows
+    assert spark_query(delta, f"SELECT count(*) FROM {GOLD}").rows == count
+    past = spark_query(delta, f"SELECT count(*) FROM {GOLD} VERSION AS OF {first['version']}").rows
+    assert past == [(len(first["rows"]),)] != count
+    assert spark_query(delta, f"SELECT count(*) FROM delta.{GOLD}").rows == count
+    for statement in (f"VACUUM {GOLD}", f"DELETE FROM {GOLD}", f"OPTIMIZE {GOLD}"):
+        with pytest.raises(QueryRefused):
+            spark_query(delta, statement)
+    assert LocalEngine(delta).query(f"SELECT count(*) FROM {GOLD}").rows == count
 
 
-def test_tributary_query_refuses_a_delta_home(homes, capsys, monkeypatch):
+def test_tributary_query_reads_a_delta_home(homes, capsys, monkeypatch):
     _, delta, _ = homes
     for key, value in settings_env(delta).items():
         monkeypatch.setenv(key, value)
-    assert main(["query", f"SELECT * FROM {GOLD}"]) == 2
-    err = capsys.readouterr().err
-    assert "query Delta tables with 'tributary sql'" in err and "Traceback" not in err
+    (count,) = LocalEngine(delta).query(f"SELECT count(*) FROM {GOLD}").rows[0]
+    assert main(["query", f"SELECT count(*) AS gold_rows FROM {GOLD}"]) == 0
+    out = capsys.readouterr().out
+    assert "gold_rows" in out and f"|{count}" in out.replace(" ", "")
+
+
+@pytest.mark.slow
+def test_thrift_server_serves_delta_gold(homes):
+    _, delta, first = homes
+    (count,) = LocalEngine(delta).query(f"SELECT count(*) FROM {GOLD}").rows[0]
+    port = free_port()
+    env = {**os.environ, **settings_env(delta), "TRIBUTARY_SQL_PORT": str(port), "TRIBUTARY_DRIVER_MEMORY": "1g"}
+
+    def cli(*args: str) -> subprocess.CompletedProcess:
+        command = [sys.executable, "-m", "orchestration.cli.main", *args]
+        return subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
+
+    started = cli("sql-server", "start")
+    try:
+        assert started.returncode == 0, started.stdout + started.stderr
+        conn = hive.connect("127.0.0.1", port, username="analyst", database="gold")
+        cursor = conn.cursor()
+        cursor.execute("SELECT count(*) FROM gold.daily_revenue")
+        assert cursor.fetchall() == [(count,)]
+        cursor.execute(f"SELECT count(*) FROM gold.daily_revenue VERSION AS OF {first['version']}")
+        assert cursor.fetchall() == [(len(first["rows"]),)]
+        cursor.execute("SHOW TABLES IN gold")
+        assert "daily_revenue" in {row[1] for row in cursor.fetchall()}
+        for verb in ("VACUUM", "DELETE FROM", "DROP TABLE"):
+            statement = f"{verb} gold.daily_revenue"
+            with pytest.raises(Exception):  # noqa: B017 - pyhive raises its driver's OperationalError
+                cursor.execute(statement)
+        conn.close()
+    finally:
+        stopped = cli("sql-server", "stop")
+    assert stopped.returncode == 0, stopped.stdout + stopped.stderr
+    assert LocalEngine(delta).query(f"SELECT count(*) FROM {GOLD}").rows == [(count,)]

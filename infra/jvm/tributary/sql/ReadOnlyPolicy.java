@@ -25,7 +25,10 @@ import org.apache.spark.sql.execution.command.DescribeQueryCommand;
 import org.apache.spark.sql.execution.command.ExplainCommand;
 import org.apache.spark.sql.execution.command.ResetCommand;
 import org.apache.spark.sql.execution.command.SetCommand;
+import org.apache.hadoop.fs.Path;
 import org.apache.spark.sql.execution.datasources.DataSource;
+import org.apache.spark.sql.execution.datasources.FileIndex;
+import org.apache.spark.sql.execution.datasources.HadoopFsRelation;
 import org.apache.spark.sql.execution.datasources.LogicalRelation;
 import org.apache.spark.sql.execution.datasources.v2.DataSourceV2Relation;
 import org.apache.spark.sql.execution.datasources.v2.FileTable;
@@ -184,9 +187,10 @@ public final class ReadOnlyPolicy {
     } else if (node instanceof UnresolvedTableOrView) {
       name = ((UnresolvedTableOrView) node).multipartIdentifier();
     }
-    if (name != null && name.size() == 2 && isDataSource(session, name.head())) {
+    // `csv.`/path``, and `spark_catalog.delta.`/path`` (delta-spark's session catalog reads Delta folders by path)
+    if (name != null && name.size() >= 2 && isDataSource(session, name.apply(name.size() - 2))) {
       return "reading files by path ("
-          + name.head()
+          + name.apply(name.size() - 2)
           + ".`"
           + name.last()
           + "`) is refused: only lakehouse tables can be read; "
@@ -202,13 +206,39 @@ public final class ReadOnlyPolicy {
     }
     String kind = node.getClass().getSimpleName();
     boolean files =
-        node instanceof LogicalRelation
+        (node instanceof LogicalRelation && !isHomeDeltaTable((LogicalRelation) node))
             || kind.equals("HiveTableRelation")
             || (node instanceof DataSourceV2Relation && ((DataSourceV2Relation) node).table() instanceof FileTable);
     if (files) {
       return "reading files or non-lakehouse sources (" + kind + ") is refused: only lakehouse tables can be read";
     }
     return null;
+  }
+
+  /**
+   * Whether {@code relation} reads files of the home's Delta tables: delta-spark reads a table of the Delta catalog
+   * ({@code spark.sql.catalog.delta}, see {@link DeltaFolderCatalog}) as a file relation over its data files, and
+   * its log (JSON commits, Parquet checkpoints) with file relations of its own; all lie under that catalog's root.
+   * No other file relation can reach this check: the parser refuses reading files by path.
+   */
+  private static boolean isHomeDeltaTable(LogicalRelation relation) {
+    if (!(relation.relation() instanceof HadoopFsRelation)) {
+      return false;
+    }
+    HadoopFsRelation files = (HadoopFsRelation) relation.relation();
+    FileIndex index = files.location();
+    // The session that planned the relation: the analysts' one, whatever session is active on this thread.
+    String root = files.sparkSession().conf().get("spark.sql.catalog.delta.root", "");
+    if (root.isEmpty()) {
+      return false;
+    }
+    String under = Path.getPathWithoutSchemeAndAuthority(new Path(root)).toString() + "/";
+    for (Path path : list(index.rootPaths())) {
+      if (!Path.getPathWithoutSchemeAndAuthority(path).toString().startsWith(under)) {
+        return false;
+      }
+    }
+    return true;
   }
 
   private static String writeRefusal(LogicalPlan node) {
