@@ -17,7 +17,7 @@ from pathlib import Path
 from infra.settings import Settings
 
 RESULTS = Path(__file__).resolve().parent / "results.json"
-# (module, function) of each section; a section whose module does not exist yet is skipped.
+# (module, function) of each section; one that cannot be imported fails the bench (exit 1).
 SECTIONS = (
     ("bench.pipeline", "bench_pipeline"),
     ("bench.formats", "bench_formats"),
@@ -56,15 +56,19 @@ def main() -> int:
             if only and section not in only:
                 continue
             try:
-                module = importlib.import_module(module_name)
-            except ModuleNotFoundError:
+                entry = getattr(importlib.import_module(module_name), func_name)
+            except (ImportError, AttributeError):
+                # A section that cannot be imported is a broken bench, never one to skip quietly.
+                failed = True
+                report[section] = {"error": traceback.format_exc(limit=5)}
+                print(f"== {section}: cannot be imported\n{traceback.format_exc(limit=3)}", file=sys.stderr)
                 continue
             settings = Settings.from_env(home=root / section).with_home(root / section)
             settings = replace(settings, catalog_name=f"bench{index}")
             print(f"== {section}", flush=True)
             started = time.perf_counter()
             try:
-                report[section] = getattr(module, func_name)(settings)
+                report[section] = entry(settings)
             except Exception:
                 failed = True
                 report[section] = {"error": traceback.format_exc(limit=5)}
