@@ -130,13 +130,10 @@ def late_events_watermark_ms(checkpoint: Path) -> int:
     return int(batch_metadata(offsets[previous]).get("batchWatermarkMs", 0))
 
 
-def caught_up_offsets(checkpoint: Path) -> set[tuple[int, int]] | None:
-    """The Iceberg end offsets (snapshot id, position) of the last batch the query at `checkpoint` committed, when
+def settled_offsets(checkpoint: Path) -> list[dict] | None:
+    """The source offsets (parsed JSON, one per source) of the last batch the query at `checkpoint` committed, when
     it owes nothing: no planned batch is uncommitted and no no-data batch is due (the watermark the last batch
-    committed for the next one equals the one it ran with). None before any batch and while something is owed.
-
-    Position is how many files of that snapshot's added data files the stream has read.
-    """
+    committed for the next one equals the one it ran with). None before any batch and while something is owed."""
     offsets = batch_files(checkpoint / "offsets")
     if not offsets:
         return None
@@ -150,12 +147,31 @@ def caught_up_offsets(checkpoint: Path) -> set[tuple[int, int]] | None:
     # query never runs one without new data); one killed before deciding may owe it.
     if advanced and _finished_after(checkpoint) != last:
         return None
-    found = set()
-    for line in offsets[last].read_text().splitlines()[2:]:
-        value = json.loads(line) if line.startswith("{") else None
-        if isinstance(value, dict) and "snapshot_id" in value:
-            found.add((int(value["snapshot_id"]), int(value.get("position", 0))))
-    return found
+    return _source_offsets(offsets[last])
+
+
+def _source_offsets(entry: Path) -> list[dict]:
+    lines = entry.read_text().splitlines()[2:]
+    values = [json.loads(line) if line.startswith("{") else None for line in lines]
+    return [v for v in values if isinstance(v, dict)]
+
+
+def caught_up_offsets(checkpoint: Path) -> set[tuple[int, int]] | None:
+    """The Iceberg end offsets (snapshot id, position) of `settled_offsets`: position is how many files of that
+    snapshot's added data files the stream has read."""
+    settled = settled_offsets(checkpoint)
+    if settled is None:
+        return None
+    return {(int(v["snapshot_id"]), int(v.get("position", 0))) for v in settled if "snapshot_id" in v}
+
+
+def committed_source_offsets(checkpoint: Path) -> list[dict]:
+    """The source offsets of the last committed batch (where a restarted query resumes); [] before any."""
+    last = last_committed_batch(checkpoint)
+    if last is None:
+        return []
+    entry = batch_files(checkpoint / "offsets").get(last)
+    return _source_offsets(entry) if entry is not None else []
 
 
 def plan_owed_no_data_batch(checkpoint: Path) -> int | None:

@@ -1,7 +1,7 @@
-"""Delta Lake tables: Spark writes and reads the Parquet files, delta-rs (`deltalake`) commits and describes them.
+"""Delta Lake tables: Spark writes the Parquet files, delta-rs (`deltalake`) commits and describes them, and
+delta-spark reads and streams them.
 
-delta-spark's jars are not available to every install, so Spark never sees a Delta table as such. A table is the
-folder `<warehouse>/delta/<namespace>/<table>`:
+A table is the folder `<warehouse>/delta/<namespace>/<table>`:
 - Appends: the executors write the batch's Parquet files under `_staging/` in the table folder; the driver moves
   them into the table folder and commits their `add` actions in one Delta transaction carrying the app transaction
   (writer = the streaming query id, version = the batch id). A replayed batch finds its version committed and is
@@ -9,8 +9,7 @@ folder `<warehouse>/delta/<namespace>/<table>`:
   killed before its commit are in no version, and VACUUM removes them.
 - MERGE and overwrite go through delta-rs: a MERGE collects its source rows (recomputed gold keys, a batch of
   changes) to the driver as Arrow.
-- Reads: the files of the current (or a past) version, read by Spark's Parquet reader with the table's schema.
-- Streams: the feed described in `pipelines.io.delta_log`.
+- Reads and streams: delta-spark (`format("delta")`), the stream skipping versions that remove rows.
 Delta tables are not partitioned: the specs' partitions are Iceberg transforms (`days(ts)`), which Delta can only
 express with generated columns; OPTIMIZE with Z-order is their layout tool.
 """
@@ -35,26 +34,25 @@ from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
 from pyspark.sql.types import StructType
 
 from infra.errors import ConfigError, PipelineError
-from infra.paths import canonical_all, local_path
 from infra.settings import Settings
 from infra.sql.delta_tables import Commit, commit_file, data_path, delta_location, read_commit
 from infra.sql.table_metadata import Snapshot
-from pipelines.io import delta_log
 from pipelines.io.checkpoints import (
     ConsumerPosition,
-    caught_up_offsets,
+    committed_source_offsets,
     last_committed_batch,
     pending_batch,
-    seen_files,
+    settled_offsets,
 )
 from pipelines.io.format_types import DayRange, Merge, Staged, TableStats, check_schema
-from pipelines.io.sources import NEVER_EXPIRE
 from pipelines.spec.tables import OutputTable
 
 WRITER_KEY = "tributary.writer"
 BATCH_KEY = "tributary.batch-id"
 OPERATION_KEY = "tributary.operation"  # a version written by an operation (reprocess, backfill), not a batch
 STAGING_DIR = "_staging"
+# delta-spark's DeltaSourceOffset.END_INDEX (Long.MaxValue - 100): every file of the offset's version was read.
+_END_INDEX = 2**63 - 1 - 100
 
 
 class DeltaFormat:
@@ -99,7 +97,6 @@ class DeltaFormat:
         else:
             path.mkdir(parents=True, exist_ok=True)
             DeltaTable.create(str(path), schema=to_arrow_schema(table.schema), mode="ignore", name=table.name)
-        delta_log.sync_feed(path, DeltaTable(str(path)).version())
 
     def columns(self, spark: SparkSession, name: str) -> list[str]:
         """The table's column names now."""
@@ -144,8 +141,6 @@ class DeltaFormat:
         dt.create_write_transaction(actions, mode, dt.schema(), commit_properties=properties)
         for staged, _ in files:
             shutil.rmtree(staged.parent, ignore_errors=True)
-        dt = DeltaTable(str(path))
-        delta_log.sync_feed(path, dt.version())
         return rows
 
     def append(self, df: DataFrame, name: str, writer: str, batch_id: int, properties: Mapping | None = None) -> int:
@@ -216,7 +211,6 @@ class DeltaFormat:
         else:
             merger = merger.when_not_matched_insert_all(predicate=merge.insert_when)
         merger.execute()
-        delta_log.sync_feed(self.location(name), DeltaTable(str(self.location(name))).version())
 
     def replace_days(self, df: DataFrame, name: str, days: DayRange, operation: str) -> int | None:
         """delta-rs replaceWhere: one version deleting the range's rows (rewriting files that hold others too) and
@@ -232,9 +226,7 @@ class DeltaFormat:
             predicate=days.predicate(),
             commit_properties=CommitProperties(custom_metadata={OPERATION_KEY: operation}),
         )
-        version = DeltaTable(str(self.location(name))).version()
-        delta_log.sync_feed(self.location(name), version)
-        return version
+        return DeltaTable(str(self.location(name))).version()
 
     def replay_problem(self, spark: SparkSession, name: str) -> str | None:
         """A version that overwrote or deleted rows (a reprocess), a commit the log no longer holds, or an appended
@@ -248,9 +240,10 @@ class DeltaFormat:
             commit = read_commit(path, version)
             if commit.operation in ("overwrite", "delete"):
                 return f"version {version} {commit.operation} rows in place (a reprocess)"
-        gone = [uri for uri in delta_log.feed_files(path) if not Path(local_path(uri) or uri).exists()]
-        if gone:
-            return f"VACUUM deleted its appended file {gone[0]}"
+        for version in range(self.delta_table(name).version() + 1):
+            gone = [f for a in read_commit(path, version).appended if not (f := data_path(path, a)).exists()]
+            if gone:
+                return f"VACUUM deleted its appended file {gone[0]}"
         return None
 
     def drop(self, spark: SparkSession, name: str) -> None:
@@ -266,40 +259,47 @@ class DeltaFormat:
             shutil.rmtree(staging, ignore_errors=True)
 
     def read(self, spark: SparkSession, name: str, snapshot_id: int | None = None) -> DataFrame:
-        """The files of the current version (or of version `snapshot_id`), read with that version's schema."""
-        dt = self.delta_table(name, snapshot_id)
-        schema = self._schema(dt)
-        uris = dt.file_uris()
-        if not uris:
-            return spark.createDataFrame([], schema)
-        return spark.read.schema(schema).parquet(*uris)
+        """The current version (or version `snapshot_id`) through delta-spark."""
+        self.delta_table(name, snapshot_id)  # names the table (and version) when it does not exist
+        reader = spark.read.format("delta")
+        if snapshot_id is not None:
+            reader = reader.option("versionAsOf", int(snapshot_id))
+        return reader.load(str(self.location(name)))
 
     def read_stream(self, spark: SparkSession, name: str) -> DataFrame:
-        """Spark's file stream over the table's feed (`pipelines.io.delta_log`): each appended file once."""
-        dt = self.delta_table(name)
-        path = self.location(name)
-        delta_log.sync_feed(path, dt.version())
-        return spark.readStream.schema(self._schema(dt)).option("maxFileAge", NEVER_EXPIRE).parquet(str(path))
+        """delta-spark's streaming source over the table's appends (availableNow, like every stream here).
+
+        Versions that remove rows (MERGE, overwrite, delete: a reprocess or a backfill replacing rows the stream
+        already carried downstream) are skipped (`skipChangeCommits`), as the Iceberg stream skips overwrite and
+        delete snapshots; OPTIMIZE versions change no data and are never read.
+        """
+        self.delta_table(name)
+        return spark.readStream.format("delta").option("skipChangeCommits", "true").load(str(self.location(name)))
+
+    def _read_up_to(self, name: str, offsets: list[dict]) -> int | None:
+        """The newest version the Delta source offset of this table among `offsets` (one per source of a query)
+        says is fully read: (v, base index) means every version before v; (v, END_INDEX) means v as well."""
+        table_id = str(self.delta_table(name).metadata().id)
+        found = [o for o in offsets if o.get("reservoirId") == table_id and "reservoirVersion" in o]
+        if not found:
+            return None
+        version, index = int(found[0]["reservoirVersion"]), int(found[0].get("index", -1))
+        return version if index >= _END_INDEX else version - 1
 
     def consumer_caught_up(self, spark: SparkSession | None, name: str, checkpoint: Path) -> bool:
-        """Every file the feed lists is one the stream at `checkpoint` has read, and it owes no batch."""
-        path = self.location(name)
-        delta_log.sync_feed(path, self.delta_table(name).version())
-        listed = set(canonical_all(delta_log.feed_files(path)))
-        if not listed:
-            return True
-        return caught_up_offsets(checkpoint) is not None and listed <= seen_files(checkpoint, source=None).keys()
+        """The stream at `checkpoint` owes nothing, and no version after the one it has fully read appended rows."""
+        settled = settled_offsets(checkpoint)
+        path, current = self.location(name), self.delta_table(name).version()
+        read = self._read_up_to(name, settled) if settled is not None else None
+        if read is None:
+            return settled is None and not any(read_commit(path, v).appended for v in range(current + 1))
+        return not any(read_commit(path, v).appended for v in range(read + 1, current + 1))
 
     def consumer_position(self, name: str, consumer: str, checkpoint: Path) -> ConsumerPosition:
-        """The newest version whose appended files (and every earlier version's) the consumer's committed batches
-        have read; None before it has read any."""
+        """The newest version the consumer's committed batches have fully read (its restart point); None before it
+        has read any."""
         last = last_committed_batch(checkpoint)
-        read = {k for k, e in seen_files(checkpoint, source=None).items() if last is not None and e.batch_id <= last}
-        position = None
-        for version, uris in sorted(delta_log.feed_by_version(self.location(name)).items()):
-            if not set(canonical_all(uris)) <= read:
-                break
-            position = version
+        position = self._read_up_to(name, committed_source_offsets(checkpoint))
         return ConsumerPosition(consumer, checkpoint, position, last, pending_batch(checkpoint) is None)
 
     def exists(self, spark: SparkSession | None, name: str) -> bool:

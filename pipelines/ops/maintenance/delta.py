@@ -2,7 +2,7 @@
 
 - `rewrite_data_files` → OPTIMIZE: bin-pack small files toward the target size (Z-order by the policy's sort
   columns when it has a sort order; Z-order has no direction). Its commit has `dataChange=false`, so downstream
-  streams read nothing from it (`pipelines.io.delta_log`).
+  streams (delta-spark's source) read nothing from it.
 - `rewrite_manifests` → a log checkpoint: Delta's compacted metadata, which readers start from.
 - `expire_snapshots` → VACUUM of files removed longer ago than the retention, keeping the files of every version a
   downstream consumer still needs: the version it has read up to (reconciliation reads it) and every later one (it
@@ -25,7 +25,6 @@ from deltalake import DeltaTable
 
 from infra.errors import ConfigError
 from infra.settings import Settings
-from pipelines.io import delta_log
 from pipelines.io.delta import STAGING_DIR, DeltaFormat
 from pipelines.ops.maintenance.shape import TableShape, bytes_on_disk
 from pipelines.spec.registry import Registry
@@ -44,7 +43,7 @@ def optimize(settings: Settings, name: str, policy: MaintenancePolicy) -> dict[s
     """Compact small files (Z-order with a sort order) once at least `min_input_files` files are smaller than the
     target; the result uses Iceberg's result names so both formats plot alike."""
     policy.validate(name)
-    fmt, dt = _table(settings, name)
+    _, dt = _table(settings, name)
     target = policy.target_file_size_mb * MB
     sizes = [int(s) for s in _adds(dt).get("size_bytes", [])]
     if sum(1 for s in sizes if s < target) < policy.min_input_files:
@@ -53,7 +52,6 @@ def optimize(settings: Settings, name: str, policy: MaintenancePolicy) -> dict[s
         metrics = dt.optimize.z_order([item.split()[0] for item in policy.sort_order], target_size=target)
     else:
         metrics = dt.optimize.compact(target_size=target)
-    delta_log.sync_feed(fmt.location(name), DeltaTable(str(fmt.location(name))).version())
     return {
         "rewritten_data_files_count": int(metrics.get("numFilesRemoved", 0)),
         "added_data_files_count": int(metrics.get("numFilesAdded", 0)),

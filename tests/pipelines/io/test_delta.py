@@ -1,5 +1,6 @@
-"""Delta tables: idempotent appends, the stream feed, maintenance that never costs a downstream row, and tables that
-an independent reader (delta-rs in a fresh process, DuckDB over its Arrow) reads exactly as Tributary does."""
+"""Delta tables: idempotent appends, delta-spark's stream over them, maintenance that never costs a downstream row,
+and tables that an independent reader (delta-rs in a fresh process, DuckDB over its Arrow) reads exactly as
+Tributary does."""
 
 from __future__ import annotations
 
@@ -14,12 +15,10 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 from infra.errors import ConfigError
-from infra.paths import canonical_all
 from infra.sql.local import LocalEngine
 from pipelines.datasets import default_registry
 from pipelines.datasets.clickstream.sample_data import generate_clickstream
 from pipelines.datasets.ecommerce.sample_data import generate
-from pipelines.io import delta_log
 from pipelines.io.delta import DeltaFormat
 from pipelines.io.formats import table_format
 from pipelines.io.iceberg import IcebergFormat
@@ -42,19 +41,20 @@ def _delta(settings):
     return replace(settings, table_format="delta")
 
 
-def test_replayed_batches_are_skipped_and_the_feed_streams_each_appended_file_once(spark, fresh_settings):
+def test_replayed_batches_are_skipped_and_the_stream_reads_each_appended_row_once(spark, fresh_settings):
     s = _delta(fresh_settings)
     fmt = DeltaFormat(s)
     fmt.ensure_table(spark, OutputTable("bronze.items", SCHEMA))
-    for batch in range(23):  # past two compactions of the feed (every tenth batch repeats all earlier entries)
+    checkpoint = s.home / "feed-checkpoint"
+    assert fmt.consumer_caught_up(spark, "bronze.items", checkpoint)  # an empty table owes nothing
+    for batch in range(23):
         rows = spark.range(batch * 10, batch * 10 + 10).select("id", F.col("id").cast("string").alias("name"))
         assert fmt.append(rows, "bronze.items", "writer-a", batch) == 10
     assert fmt.committed_batches(spark, "bronze.items", "writer-a", 20) == {20, 21, 22}
     assert fmt.committed_batches(spark, "bronze.items", "writer-b", 0) == set()
-    feed = fmt.location("bronze.items") / delta_log.FEED_DIR
-    assert {"9.compact", "19.compact"} <= {p.name for p in feed.iterdir()}
     files = fmt.delta_table("bronze.items").file_uris()
-    assert sorted(canonical_all(delta_log.feed_files(fmt.location("bronze.items")))) == sorted(canonical_all(files))
+    assert not fmt.consumer_caught_up(spark, "bronze.items", checkpoint)
+    assert fmt.consumer_position("bronze.items", "reader", checkpoint).snapshot_id is None
 
     read: list[int] = []
 
@@ -62,7 +62,7 @@ def test_replayed_batches_are_skipped_and_the_feed_streams_each_appended_file_on
         query = (
             fmt.read_stream(spark, "bronze.items")
             .writeStream.foreachBatch(lambda df, _: read.extend(r.id for r in df.collect()))
-            .option("checkpointLocation", str(s.home / "feed-checkpoint"))
+            .option("checkpointLocation", str(checkpoint))
             .trigger(availableNow=True)
             .start()
         )
@@ -71,6 +71,9 @@ def test_replayed_batches_are_skipped_and_the_feed_streams_each_appended_file_on
 
     assert stream() == 230
     assert sorted(read) == list(range(230))
+    current = fmt.delta_table("bronze.items").version()
+    assert fmt.consumer_caught_up(spark, "bronze.items", checkpoint)
+    assert fmt.consumer_position("bronze.items", "reader", checkpoint).snapshot_id == current
     # The compaction sensor's numbers (no JVM), then OPTIMIZE rewrites every file (dataChange=false): the stream
     # reads nothing from it.
     policy = MaintenancePolicy(min_input_files=2)
@@ -80,8 +83,12 @@ def test_replayed_batches_are_skipped_and_the_feed_streams_each_appended_file_on
     assert compaction_reason(file_health(s, "bronze.items", policy), policy) is None
     assert stream() == 0
     assert fmt.read(spark, "bronze.items").count() == 230
+    assert fmt.consumer_caught_up(spark, "bronze.items", checkpoint)  # OPTIMIZE appended no rows
     fmt.append(spark.range(1000, 1005).select("id", F.lit("x").alias("name")), "bronze.items", "writer-a", 23)
+    assert not fmt.consumer_caught_up(spark, "bronze.items", checkpoint)
     assert stream() == 5
+    assert sorted(read) == [*range(230), *range(1000, 1005)]
+    assert fmt.consumer_caught_up(spark, "bronze.items", checkpoint)
 
 
 def test_optimize_and_vacuum_between_silver_runs_cost_silver_nothing(spark, fresh_settings):
