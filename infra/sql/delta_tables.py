@@ -78,6 +78,7 @@ def read_commit(table: Path, version: int) -> Commit:
         ) from None
     actions = [json.loads(line) for line in lines if line.strip()]
     info = next((a["commitInfo"] for a in actions if "commitInfo" in a), {})
+    info = {**_user_metadata(info), **info}
     adds = [a["add"] for a in actions if "add" in a]
     removes = [a["remove"] for a in actions if "remove" in a]
     changed_adds = tuple(a for a in adds if a.get("dataChange", True))
@@ -93,6 +94,16 @@ def read_commit(table: Path, version: int) -> Commit:
     else:
         operation = "append" if any("txn" in a for a in actions) else "other"
     return Commit(version, int(info.get("timestamp", 0)), operation, changed_adds, info)
+
+
+def _user_metadata(info: dict) -> dict:
+    """Tributary's keys in a commit delta-spark wrote: it takes commit info only as the `userMetadata` text, which
+    Tributary writes as a JSON object (delta-rs commits carry the keys themselves)."""
+    try:
+        value = json.loads(info.get("userMetadata") or "{}")
+    except (TypeError, ValueError):
+        return {}
+    return value if isinstance(value, dict) else {}
 
 
 def data_path(table: Path, add: dict) -> Path:

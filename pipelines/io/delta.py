@@ -7,8 +7,8 @@ A table is the folder `<warehouse>/delta/<namespace>/<table>`:
   (writer = the streaming query id, version = the batch id). A replayed batch finds its version committed and is
   skipped, as the Iceberg snapshot tag does. Rows never pass through the driver; files of an attempt that was
   killed before its commit are in no version, and VACUUM removes them.
-- MERGE and overwrite go through delta-rs: a MERGE collects its source rows (recomputed gold keys, a batch of
-  changes) to the driver as Arrow.
+- MERGE and the replacement of a range of days go through delta-spark (`MERGE INTO`, overwrite by a filter):
+  their rows stay on the executors.
 - Reads and streams: delta-spark (`format("delta")`), the stream skipping versions that remove rows.
 Delta tables are not partitioned: the specs' partitions are Iceberg transforms (`days(ts)`), which Delta can only
 express with generated columns; OPTIMIZE with Z-order is their layout tool.
@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-from deltalake import CommitProperties, DeltaTable, Field, Transaction, write_deltalake
+from deltalake import CommitProperties, DeltaTable, Field, Transaction
 from deltalake.transaction import AddAction
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -51,6 +51,8 @@ WRITER_KEY = "tributary.writer"
 BATCH_KEY = "tributary.batch-id"
 OPERATION_KEY = "tributary.operation"  # a version written by an operation (reprocess, backfill), not a batch
 STAGING_DIR = "_staging"
+# delta-spark records this session setting as the commit's `userMetadata` (it takes no other commit info).
+USER_METADATA_CONF = "spark.databricks.delta.commitInfo.userMetadata"
 # delta-spark's DeltaSourceOffset.END_INDEX (Long.MaxValue - 100): every file of the offset's version was read.
 _END_INDEX = 2**63 - 1 - 100
 
@@ -192,40 +194,26 @@ class DeltaFormat:
         rows = spark.read.parquet(*files).select(F.to_date(column).alias("d")).distinct().collect()
         return sorted(r.d for r in rows if r.d is not None)
 
+    def _path_name(self, name: str) -> str:
+        """The table as Spark SQL names a Delta table by its folder through delta-spark's session catalog (the
+        `delta` catalog of `infra.catalog` is read-only)."""
+        return f"spark_catalog.delta.`{str(self.location(name)).replace('`', '``')}`"
+
     def merge(self, df: DataFrame, name: str, merge: Merge) -> None:
-        """delta-rs MERGE with the rows of `df` collected to the driver as Arrow."""
-        batches = df._collect_as_arrow()  # Spark 3.5 has no public toArrow
-        source = pa.Table.from_batches(batches, schema=to_arrow_schema(df.schema))
-        dt = self.delta_table(name)
-        merger = dt.merge(source, merge.on, source_alias="s", target_alias="t")
-        if merge.delete_when:
-            merger = merger.when_matched_delete(predicate=merge.delete_when)
-        assigned = {c: f"s.{c}" for c in merge.columns}
-        if merge.update:
-            if assigned:
-                merger = merger.when_matched_update(assigned, predicate=merge.update_when)
-            else:
-                merger = merger.when_matched_update_all(predicate=merge.update_when)
-        if assigned:
-            merger = merger.when_not_matched_insert(assigned, predicate=merge.insert_when)
-        else:
-            merger = merger.when_not_matched_insert_all(predicate=merge.insert_when)
-        merger.execute()
+        """delta-spark's `MERGE INTO`: the source rows stay on the executors."""
+        self.delta_table(name)
+        merge.run(df, self._path_name(name))
 
     def replace_days(self, df: DataFrame, name: str, days: DayRange, operation: str) -> int | None:
-        """delta-rs replaceWhere: one version deleting the range's rows (rewriting files that hold others too) and
-        adding `df`'s, which pass through the driver as Arrow (a range of days, not a bulk load)."""
-        dt = self.delta_table(name)
-        schema = self._schema(dt)
-        rows = df.select(*schema.names)
-        arrow = pa.Table.from_batches(rows._collect_as_arrow(), schema=to_arrow_schema(rows.schema))
-        write_deltalake(
-            str(self.location(name)),
-            arrow,
-            mode="overwrite",
-            predicate=days.predicate(),
-            commit_properties=CommitProperties(custom_metadata={OPERATION_KEY: operation}),
-        )
+        """One delta-spark version deleting the range's rows (rewriting files that hold others too, since Delta
+        tables are not partitioned) and adding `df`'s; the rows stay on the executors."""
+        schema = self._schema(self.delta_table(name))
+        conf = df.sparkSession.conf
+        conf.set(USER_METADATA_CONF, json.dumps({OPERATION_KEY: operation}))  # commit info: see read_commit
+        try:
+            df.select(*schema.names).writeTo(self._path_name(name)).overwrite(days.condition())
+        finally:
+            conf.unset(USER_METADATA_CONF)
         return DeltaTable(str(self.location(name))).version()
 
     def replay_problem(self, spark: SparkSession, name: str) -> str | None:

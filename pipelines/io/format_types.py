@@ -3,6 +3,7 @@ and the types the formats share. `pipelines.io.formats.table_format` picks the a
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
@@ -174,6 +175,16 @@ class Merge:
         same = "IS NOT DISTINCT FROM" if self.null_safe_keys else "="
         keys = [f"(t.{k} {same} s.{k})" for k in self.keys]  # parenthesized: DataFusion binds AND tighter
         return " AND ".join([*([f"({self.match_when})"] if self.match_when else []), *keys])
+
+    def run(self, df: DataFrame, target: str) -> None:
+        """`MERGE INTO target` (a name Spark SQL resolves) from `df`, through a temp view in the session that owns
+        `df`."""
+        view = f"_tributary_merge_{uuid.uuid4().hex}"
+        df.createOrReplaceTempView(view)
+        try:
+            df.sparkSession.sql(self.spark_sql(target, view))
+        finally:
+            df.sparkSession.catalog.dropTempView(view)
 
     def spark_sql(self, target: str, view: str) -> str:
         """The Spark SQL statement merging the temp view `view` into the catalog-qualified `target`."""

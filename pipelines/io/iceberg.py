@@ -196,13 +196,8 @@ class IcebergFormat:
         return sorted(r.d for r in rows if r.d is not None)
 
     def merge(self, df: DataFrame, name: str, merge: Merge) -> None:
-        """`MERGE INTO` through a temp view in the session that owns `df`."""
-        view = f"_tributary_merge_{uuid.uuid4().hex}"
-        df.createOrReplaceTempView(view)
-        try:
-            df.sparkSession.sql(merge.spark_sql(self.qualified(name), view))
-        finally:
-            df.sparkSession.catalog.dropTempView(view)
+        """`MERGE INTO` the table."""
+        merge.run(df, self.qualified(name))
 
     def overwrite(self, df: DataFrame, name: str) -> None:
         """One Iceberg overwrite commit replacing every row."""

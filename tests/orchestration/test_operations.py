@@ -37,6 +37,7 @@ from pyspark.sql import functions as F
 from infra.catalog import pyiceberg_catalog
 from infra.errors import ConfigError, PipelineError
 from infra.settings import Settings
+from infra.sql.delta_tables import read_commit
 from orchestration.assets import TABLE_POOL, build_table_asset
 from orchestration.definitions import PIPELINE_JOB, build_definitions
 from orchestration.reprocess import FULL_REFRESH_JOB
@@ -128,8 +129,9 @@ def _snapshots(spark, settings) -> dict[str, int | None]:
 def _operations(spark, settings, name: str) -> list[str]:
     """The `tributary.operation` tags of a table's commits, oldest first."""
     if table_format(settings).format_of(name) == "delta":
-        history = DeltaTable(str(DeltaFormat(settings).location(name))).history()
-        return [h["tributary.operation"] for h in reversed(history) if "tributary.operation" in h]
+        folder = DeltaFormat(settings).location(name)
+        infos = [read_commit(folder, v).info for v in range(DeltaTable(str(folder)).version() + 1)]
+        return [i["tributary.operation"] for i in infos if "tributary.operation" in i]
     rows = spark.sql(
         f"SELECT summary['tributary.operation'] AS op FROM {settings.catalog_name}.{name}.snapshots "
         "WHERE summary['tributary.operation'] IS NOT NULL ORDER BY committed_at"
