@@ -68,13 +68,12 @@ def delta_catalog_conf(settings: Settings) -> dict[str, str]:
     (`infra/jvm/tributary/sql/DeltaFolderCatalog.java`): `delta.gold.daily_revenue` in any home, and plain
     `gold.daily_revenue` in a Delta home, whose default catalog it is."""
     from infra.jars import DELTA_FOLDER_CATALOG
-    from infra.sql.delta_tables import DELTA_FOLDER
 
     conf = {
         # delta-spark refuses to read or stream a Delta table by path unless the session catalog is its own.
         "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
         f"spark.sql.catalog.{DELTA_CATALOG}": DELTA_FOLDER_CATALOG,
-        f"spark.sql.catalog.{DELTA_CATALOG}.root": (settings.warehouse / DELTA_FOLDER).as_uri(),
+        f"spark.sql.catalog.{DELTA_CATALOG}.root": settings.delta_warehouse.as_uri(),
     }
     if settings.table_format == "delta":
         conf["spark.sql.defaultCatalog"] = DELTA_CATALOG

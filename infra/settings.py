@@ -315,6 +315,11 @@ class Settings:
         """True for the embedded SQLite catalog."""
         return self.jdbc_catalog_uri.startswith("jdbc:sqlite:")
 
+    @property
+    def delta_warehouse(self) -> Path:
+        """The folder of the Delta tables: `<warehouse>/delta/<namespace>/<table>` (`infra.sql.delta_tables`)."""
+        return self.warehouse / "delta"
+
     def checkpoint_for(self, table: str) -> Path:
         """The checkpoint folder owned by exactly one table."""
         return self.checkpoints / table.replace(".", "/")

@@ -16,18 +16,16 @@ from infra.identifiers import validate_table_name
 from infra.settings import Settings
 from infra.sql.table_metadata import Snapshot, TableMetadata
 
-DELTA_FOLDER = "delta"
-
 
 def delta_location(settings: Settings, name: str) -> Path:
     """The folder of the Delta table `name`."""
     ns, table = validate_table_name(name)
-    return settings.warehouse / DELTA_FOLDER / ns / table
+    return settings.delta_warehouse / ns / table
 
 
 def delta_tables(settings: Settings) -> dict[str, Path]:
     """`namespace.table` -> folder, for every Delta table under the warehouse."""
-    root = settings.warehouse / DELTA_FOLDER
+    root = settings.delta_warehouse
     found = {}
     for log in sorted(root.glob("*/*/_delta_log")):
         name = f"{log.parent.parent.name}.{log.parent.name}"
