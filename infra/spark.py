@@ -343,13 +343,3 @@ def started_session(session: Session, settings: Settings) -> SparkSession:
     if isinstance(session, SparkSession):
         return session
     return session() if session is not None else get_spark(settings)
-
-
-def home_session(spark: SparkSession, settings: Settings) -> SparkSession:
-    """A new session of `spark`'s JVM whose catalogs are those of `settings`' home (its Iceberg catalog and its
-    Delta tables), starting in the home's default catalog: unqualified names resolve as the home's users expect,
-    whichever home the JVM started with."""
-    session = spark.newSession()
-    for key, value in {**spark_catalog_conf(settings), **delta_catalog_conf(settings)}.items():
-        session.conf.set(key, value)
-    return session

@@ -15,7 +15,7 @@ import threading
 from datetime import UTC, datetime
 from typing import Any
 
-from infra.catalog import DELTA_CATALOG
+from infra.catalog import DELTA_CATALOG, delta_catalog_conf, spark_catalog_conf
 from infra.errors import ConfigError, SetupError, TributaryError, first_line
 from infra.settings import Settings
 from infra.sql.catalog import CatalogReader, QueryRefused, QueryResult, meta_command, unknown_table
@@ -55,9 +55,18 @@ def check_spark_read_only(spark: Any, sql: str) -> None:
         raise QueryRefused(refusal)
 
 
+def home_session(spark: Any, settings: Settings) -> Any:
+    """A new session of `spark`'s JVM whose catalogs are those of `settings`' home (its Iceberg catalog and its
+    Delta tables), starting in the home's default catalog: unqualified names resolve as the home's users expect,
+    whichever home the JVM started with."""
+    session = spark.newSession()
+    for key, value in {**spark_catalog_conf(settings), **delta_catalog_conf(settings)}.items():
+        session.conf.set(key, value)
+    return session
+
+
 def read_only_session(spark: Any, settings: Settings) -> Any:
     """A session of `spark`'s JVM for analysts' queries: read-only catalog connection, no SQL on files."""
-    from infra.spark import home_session
     from infra.sql.server import read_only_catalog_uri
 
     with _lock:

@@ -158,7 +158,8 @@ def _demo(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _query(args: argparse.Namespace, settings: Settings) -> int:
-    from infra.spark import get_spark, home_session
+    from infra.spark import get_spark
+    from infra.sql.spark_engine import home_session
 
     home_session(get_spark(settings), settings).sql(args.sql).show(args.limit, truncate=False)
     return 0

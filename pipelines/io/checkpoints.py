@@ -208,11 +208,10 @@ def pin_initial_offsets(checkpoint: Path) -> int:
     """Move each Iceberg source's initial offset (`sources/<i>/offsets/0`) to where its last committed batch ended;
     return how many were moved.
 
-    Under availableNow, Iceberg's stream (seen in 1.12.0) computes the run's end offset by walking from that
-    initial offset, not from the committed one, so once maintenance has expired the stream's first snapshot every
-    run fails. The initial offset is read only for that walk and for a query that has committed nothing, so
-    pointing it at the committed end changes nothing else: the walk then covers exactly the snapshots the run
-    will read, which expiry keeps (`restart_position`).
+    Under availableNow, Iceberg's stream (seen in 1.12.0) walks from that initial offset, not the committed one,
+    to plan a run's end, so every run fails once maintenance has expired the stream's first snapshot. Only that
+    walk and a query that has committed nothing read it: moved, the walk covers just the snapshots the run will
+    read, which expiry keeps (`restart_position`).
     """
     last = last_committed_batch(checkpoint)
     if last is None:
