@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -167,10 +168,7 @@ def caught_up_offsets(checkpoint: Path) -> set[tuple[int, int]] | None:
 
 def committed_source_offsets(checkpoint: Path) -> list[dict]:
     """The source offsets of the last committed batch (where a restarted query resumes); [] before any."""
-    last = last_committed_batch(checkpoint)
-    if last is None:
-        return []
-    entry = batch_files(checkpoint / "offsets").get(last)
+    entry = batch_files(checkpoint / "offsets").get(last_committed_batch(checkpoint))  # type: ignore[arg-type]
     return _source_offsets(entry) if entry is not None else []
 
 
@@ -204,14 +202,13 @@ def plan_owed_no_data_batch(checkpoint: Path) -> int | None:
     return owed
 
 
-def pin_initial_offsets(checkpoint: Path) -> int:
+def pin_initial_offsets(checkpoint: Path, alive: Callable[[int], bool] = lambda _: False) -> int:
     """Move each Iceberg source's initial offset (`sources/<i>/offsets/0`) to where its last committed batch ended;
     return how many were moved.
 
-    Under availableNow, Iceberg's stream (seen in 1.12.0) walks from that initial offset, not the committed one,
-    to plan a run's end, so every run fails once maintenance has expired the stream's first snapshot. Only that
-    walk and a query that has committed nothing read it: moved, the walk covers just the snapshots the run will
-    read, which expiry keeps (`restart_position`).
+    Under availableNow, Iceberg's stream (1.12.0) walks from that initial offset to plan a run's end, so every run
+    fails once maintenance expired it; moved only then (`alive` says which snapshots exist), since from the
+    committed end the walk finds nothing when no append followed, and Iceberg fails on that null end offset.
     """
     last = last_committed_batch(checkpoint)
     if last is None:
@@ -225,6 +222,8 @@ def pin_initial_offsets(checkpoint: Path) -> int:
         initial = folder / "offsets" / "0"
         value = json.loads(line) if line.startswith("{") else None
         if not initial.is_file() or not isinstance(value, dict) or "snapshot_id" not in value:
+            continue
+        if any(alive(i) for i in _snapshot_ids(initial.read_text(), initial)):
             continue
         if initial.read_text().strip() != line.strip():
             (initial.parent / ".0.crc").unlink(missing_ok=True)  # Hadoop's checksum of the old text would refuse it

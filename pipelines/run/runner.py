@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
+from collections.abc import Callable
 from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
@@ -128,7 +129,7 @@ def _run_locked(session: Session, settings: Settings, spec: TableSpec, clock: St
     try:
         with clock.stage("skip_check"):
             plan_owed_no_data_batch(checkpoint)
-            pin_initial_offsets(checkpoint)
+            pin_initial_offsets(checkpoint, _live_snapshots(settings, spec))
             nothing = streams.nothing_to_read(spark, settings, fmt, spec)
         if nothing:  # no batch could run: skip the query
             if landed is not None:  # fingerprints (and archives) files a killed run left unrecorded
@@ -287,3 +288,19 @@ def _cause(exc: StreamingQueryException) -> str:
     if caused:
         return caused[-1].removeprefix("Caused by: ").strip()
     return first_line(exc)
+
+
+def _live_snapshots(settings: Settings, spec: TableSpec) -> Callable[[int], bool]:
+    """Whether a snapshot id still exists in one of the Iceberg tables the spec streams from (read without a JVM;
+    where that is not possible, every snapshot counts as live)."""
+    from infra.sql.catalog import CatalogReader
+
+    ids: set[int] = set()
+    try:
+        reader = CatalogReader(settings)
+        for source in (spec.source, *spec.secondary_sources):
+            if isinstance(source, TableSource) and settings.uses_sqlite:
+                ids |= set(reader.metadata(source.table).snapshots)
+    except TributaryError:
+        return lambda _: True
+    return lambda snapshot_id: snapshot_id in ids or not settings.uses_sqlite

@@ -243,7 +243,9 @@ def test_downstream_stream_resumes_after_maintenance_and_unsafe_expiry_is_refuse
         f"CALL {s.catalog_name}.system.expire_snapshots(table => 'bronze.events', "
         f"snapshot_ids => array({position.snapshot_id}))"
     ).collect()
-    with pytest.raises(PipelineError, match=str(position.snapshot_id)):
+    # The run stops before writing: Iceberg names the expired position, or (while the stream's first snapshot
+    # lives, so its initial offset is not moved) says the walk from there no longer reaches the current snapshot.
+    with pytest.raises(PipelineError, match=rf"{position.snapshot_id}|not an ancestor of table's current snapshot"):
         run_table(spark, s, registry.get(SILVER))
 
 
