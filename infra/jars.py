@@ -1,4 +1,5 @@
-"""The jars Spark needs: Iceberg, Delta and the JDBC drivers by Maven coordinates, and Tributary's own classes.
+"""The jars Spark needs: Iceberg, Delta, Spark's Kafka connector and the JDBC drivers by Maven coordinates, and
+Tributary's own classes.
 
 `MAVEN_JARS` is the one place the JVM parts are pinned: coordinates, the SHA-256 of the file, and a class the jar
 must hold. `tributary setup` (`make setup`) resolves a missing one with Maven (`mvn dependency:copy`, through the
@@ -89,7 +90,39 @@ DELTA_STORAGE = MavenJar(
 )
 # delta-spark's other dependencies (Scala 2.12.18, ANTLR 4.9.3) are the ones pyspark 3.5 ships.
 DELTA_JARS = (DELTA_SPARK, DELTA_STORAGE)
-MAVEN_JARS = (ICEBERG, *DELTA_JARS, SQLITE_JDBC, POSTGRES_JDBC)
+# Spark's Kafka connector and what it needs beyond pyspark's own jars (compression codecs and the rest come with
+# pyspark). 3.5.7 is the newest 3.5 release Maven serves here; the 3.5 line keeps its connector binary-compatible.
+KAFKA_JARS = (
+    MavenJar(
+        "org.apache.spark",
+        "spark-sql-kafka-0-10_2.12",
+        "3.5.7",
+        "184f8bd4a3cd22299c49090d88b894f81fd7546b4ee64879519a0d76a685dbb8",
+        "org/apache/spark/sql/kafka010/KafkaSourceProvider.class",
+    ),
+    MavenJar(
+        "org.apache.spark",
+        "spark-token-provider-kafka-0-10_2.12",
+        "3.5.7",
+        "9701914db5c6d09628b58d2d2c1ccd2c9ea28f32f83dd6cb21f98b8237531ff4",
+        "org/apache/spark/kafka010/KafkaConfigUpdater.class",
+    ),
+    MavenJar(
+        "org.apache.kafka",
+        "kafka-clients",
+        "3.4.1",  # the client the connector is built with
+        "9d0a9058c8ede79db6e54ae378ed16fe8d1bead2894635a4aa6aa0b7981668c6",
+        "org/apache/kafka/clients/consumer/KafkaConsumer.class",
+    ),
+    MavenJar(
+        "org.apache.commons",
+        "commons-pool2",
+        "2.11.1",
+        "ea0505ee7515e58b1ac0e686e4d1a5d9f7d808e251a61bc371aa0595b9963f83",
+        "org/apache/commons/pool2/impl/GenericKeyedObjectPool.class",
+    ),
+)
+MAVEN_JARS = (ICEBERG, *DELTA_JARS, *KAFKA_JARS, SQLITE_JDBC, POSTGRES_JDBC)
 ICEBERG_VERSION = ICEBERG.version
 
 SQL_GUARD_SOURCES = Path(__file__).parent / "jvm"
@@ -236,9 +269,9 @@ def build_sql_guard(cache: Path) -> Path:
 
 
 def spark_jars(settings: Settings) -> SparkJars:
-    """The verified jar set for `settings`: Iceberg, Delta, the catalog's JDBC driver and Tributary's classes."""
+    """The verified jar set for `settings`: Iceberg, Delta, Kafka, the catalog's JDBC driver and Tributary's classes."""
     cache = settings.jar_cache
-    jars = [maven_jar(ICEBERG, cache), *(maven_jar(jar, cache) for jar in DELTA_JARS), build_sql_guard(cache)]
+    jars = [maven_jar(jar, cache) for jar in (ICEBERG, *DELTA_JARS, *KAFKA_JARS)] + [build_sql_guard(cache)]
     if settings.uses_sqlite:
         jars.append(maven_jar(SQLITE_JDBC, cache))
     elif settings.jdbc_catalog_uri.startswith("jdbc:postgresql:"):

@@ -1,23 +1,19 @@
-"""Reading planned Kafka offset ranges on the executors, and parsing messages into landed rows.
+"""Reading planned Kafka offset ranges with Spark's Kafka connector, and parsing messages into landed rows.
 
-Each range is read by one task with its own confluent-kafka consumer assigned to the range's start (no group
-membership, no commits), until the consumer's position reaches the range's end. Values are parsed like landed
-lines (`pipelines.io.landing_parse`): a value that is not a JSON object (or a CSV line of the wrong shape, or not
-UTF-8) is kept whole in `_corrupt_record`, an empty value (a tombstone) too, and unknown fields go to
-`_rescued_data`. A CSV value is matched to the schema's columns in order: a message has no header.
+A batch's ranges are read by Spark's own Kafka source (`spark-sql-kafka-0-10`) as a bounded batch read, from each
+range's start to its end (`startingOffsets`/`endingOffsets`), one task per partition: the offsets stay planned
+and committed by Tributary (`pipelines.io.kafka_plan`), never by a consumer group or a Spark checkpoint. Values are
+parsed like landed lines (`pipelines.io.landing_parse`): a value that is not a JSON object (or a CSV line of the
+wrong shape, or not UTF-8) is kept whole in `_corrupt_record`, an empty value (a tombstone) too, and unknown fields
+go to `_rescued_data`. A CSV value is matched to the schema's columns in order: a message has no header.
 """
 
 from __future__ import annotations
 
-import logging
-import time
-from collections.abc import Iterator
-from typing import Any
+import json
 
-import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.types import BinaryType, IntegerType, LongType, StringType, StructField, StructType, TimestampType
 
 from infra.kafka import KafkaSettings
 from pipelines.io.kafka_plan import Range
@@ -34,114 +30,39 @@ from pipelines.io.landing_parse import (
 from pipelines.spec.tables import FileSource, KafkaSource
 
 # Failures raised on an executor start with these words, so the runner can turn them into one line.
-READ_FAILED = "TributaryKafkaRead"
 UNKNOWN_FIELDS = "TributaryKafkaUnknownFields"
-MESSAGES = StructType(
-    [
-        StructField("topic", StringType()),
-        StructField("partition", IntegerType()),
-        StructField("offset", LongType()),
-        StructField("timestamp", TimestampType()),
-        StructField("key", BinaryType()),
-        StructField("value", BinaryType()),
-    ]
-)
-_RANGES = StructType(
-    [
-        StructField("topic", StringType()),
-        StructField("partition", IntegerType()),
-        StructField("start", LongType()),
-        StructField("end", LongType()),
-    ]
-)
-_ARROW = pa.schema(
-    [
-        ("topic", pa.string()),
-        ("partition", pa.int32()),
-        ("offset", pa.int64()),
-        ("timestamp", pa.timestamp("us", tz="UTC")),
-        ("key", pa.binary()),
-        ("value", pa.binary()),
-    ]
-)
-_ROWS_PER_ARROW_BATCH = 20_000
 
 
 def read_messages(
     spark: SparkSession, kafka: KafkaSettings, source: KafkaSource, ranges: list[Range], group: str
 ) -> DataFrame:
-    """The messages of `ranges` (one task per range), as `MESSAGES` rows."""
-    # The logger stays on the driver (not picklable); each task's consumer gets its own.
-    config = {k: v for k, v in kafka.consumer_config(group, source.options).items() if k != "logger"}
-    timeout = kafka.timeout_seconds
-    rows = [(r.topic, r.partition, r.start, r.end) for r in ranges]
-    planned = spark.createDataFrame(spark.sparkContext.parallelize(rows, max(1, len(rows))), _RANGES)
-
-    def read(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        for batch in batches:
-            for topic, partition, start, end in zip(*(c.to_pylist() for c in batch.columns), strict=True):
-                yield from _read_range(config, timeout, Range(topic, partition, start, end))
-
-    return planned.mapInArrow(read, MESSAGES)
-
-
-def _read_range(config: dict[str, Any], timeout: int, planned: Range) -> Iterator[pa.RecordBatch]:
-    from confluent_kafka import Consumer, KafkaError, TopicPartition
-
-    client = Consumer({**config, "logger": logging.getLogger("tributary.kafka.client")})
-    columns: list[list] = [[] for _ in _ARROW.names]
-    try:
-        client.assign([TopicPartition(planned.topic, planned.partition, planned.start)])
-        position, idle = planned.start, time.monotonic()
-        while position < planned.end:
-            messages = client.consume(min(10_000, planned.end - position), timeout=1.0)
-            if not messages:
-                # Offsets without a message (transaction markers, compacted records) move the position only.
-                position = max(position, client.position([TopicPartition(planned.topic, planned.partition)])[0].offset)
-                if time.monotonic() - idle > timeout and position < planned.end:
-                    raise RuntimeError(
-                        f"{READ_FAILED}: {planned.describe()}: no message for {timeout} s at offset {position} "
-                        f"from {config['bootstrap.servers']}"
-                    )
-                continue
-            idle = time.monotonic()
-            for message in messages:
-                error = message.error()
-                if error is not None:
-                    if error.code() == KafkaError._PARTITION_EOF:
-                        continue
-                    raise RuntimeError(f"{READ_FAILED}: {planned.describe()}: {error.str()}")
-                offset = message.offset()
-                if offset >= planned.end:
-                    position = planned.end
-                    break
-                kind, stamp = message.timestamp()
-                for column, value in zip(
-                    columns,
-                    (
-                        planned.topic,
-                        planned.partition,
-                        offset,
-                        stamp * 1000 if kind else None,
-                        message.key(),
-                        message.value(),
-                    ),
-                    strict=True,
-                ):
-                    column.append(value)
-                position = offset + 1
-            if len(columns[0]) >= _ROWS_PER_ARROW_BATCH:
-                yield _arrow(columns)
-                columns = [[] for _ in _ARROW.names]
-    finally:
-        client.close()
-    if columns[0]:
-        yield _arrow(columns)
-
-
-def _arrow(columns: list[list]) -> pa.RecordBatch:
-    return pa.RecordBatch.from_arrays(
-        [pa.array(c, t) for c, t in zip(columns, _ARROW.types, strict=True)], _ARROW.names
+    """The messages of `ranges` (each partition at most once), as rows of topic, partition, offset, timestamp
+    (NULL when the producer set none), key and value."""
+    starts: dict[str, dict[str, int]] = {}
+    ends: dict[str, dict[str, int]] = {}
+    for r in ranges:
+        if str(r.partition) in starts.get(r.topic, {}):
+            raise ValueError(f"{r.describe()}: a partition may appear once in a batch")
+        starts.setdefault(r.topic, {})[str(r.partition)] = r.start
+        ends.setdefault(r.topic, {})[str(r.partition)] = r.end
+    options = {
+        **kafka.reader_options(source.options),
+        "assign": json.dumps({topic: sorted(int(p) for p in parts) for topic, parts in starts.items()}),
+        "startingOffsets": json.dumps(starts),
+        "endingOffsets": json.dumps(ends),
+        # An offset retention deleted after planning stops the batch: nothing is skipped without a trace.
+        "failOnDataLoss": "true",
+        "groupIdPrefix": group,
+        "kafkaConsumer.pollTimeoutMs": str(kafka.timeout_seconds * 1000),
+    }
+    messages = spark.read.format("kafka").options(**options).load()
+    return messages.select(
+        "topic",
+        "partition",
+        "offset",
+        F.when(F.col("timestampType") >= 0, F.col("timestamp")).alias("timestamp"),
+        "key",
+        "value",
     )
 
 

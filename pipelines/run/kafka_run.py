@@ -8,6 +8,7 @@ table holds. The consumer group's offsets are committed after the table's, for l
 
 from __future__ import annotations
 
+import re
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -34,11 +35,15 @@ from pipelines.io.kafka_plan import (
     lag,
     plan_run,
 )
-from pipelines.io.kafka_read import READ_FAILED, UNKNOWN_FIELDS, parse_messages, read_messages
+from pipelines.io.kafka_read import UNKNOWN_FIELDS, parse_messages, read_messages
 from pipelines.run.report import RunReport
 from pipelines.spec.tables import KafkaSource, TableSpec
 
 BATCH_PROPERTY = "tributary.kafka.batch"
+# How Spark's Kafka reader reports an offset it could not fetch (failOnDataLoss, or a poll that timed out).
+_UNREAD = re.compile(
+    r"Cannot fetch (?:record for )?offset (?P<offset>\d+)(?:[^)]*?TopicPartition: (?P<topic>\S+)-(?P<partition>\d+)\))?"
+)
 
 
 def group_id(table: str) -> str:
@@ -166,12 +171,18 @@ def _batch_rows(
 def _read_failure(table: str, batch_id: int, exc: Exception) -> PipelineError:
     """One line for a batch that failed on the executors (or in the commit): nothing of it was written."""
     text = str(exc)
-    for marker in (READ_FAILED, UNKNOWN_FIELDS):
-        if marker in text:
-            detail = text.split(f"{marker}: ", 1)[1].splitlines()[0].strip()
-            if marker == UNKNOWN_FIELDS:
-                detail += " the schema does not declare (schema_evolution='fail'); declare them, or use 'rescue'"
-            return PipelineError(f"table {table}: {detail} (nothing of batch {batch_id} was written)")
+    if UNKNOWN_FIELDS in text:
+        detail = text.split(f"{UNKNOWN_FIELDS}: ", 1)[1].splitlines()[0].strip()
+        detail += " the schema does not declare (schema_evolution='fail'); declare them, or use 'rescue'"
+        return PipelineError(f"table {table}: {detail} (nothing of batch {batch_id} was written)")
+    unread = _UNREAD.search(text)
+    if unread is not None:
+        where = f"topic {unread['topic']} partition {unread['partition']}: " if unread["topic"] else ""
+        return PipelineError(
+            f"table {table}: {where}offset {unread['offset']} could not be read (gone from the brokers since the "
+            f"run was planned, or not answered in time); run again to plan anew (nothing of batch {batch_id} was "
+            "written)"
+        )
     causes = [line.split("Exception: ", 1)[1] for line in text.splitlines() if "Exception: " in line]
     cause = causes[0] if causes else first_line(exc)
     return PipelineError(f"table {table}: batch {batch_id} failed: {cause} (nothing of it was written)")

@@ -268,3 +268,25 @@ def test_offsets_expired_from_the_history_are_read_from_the_rows(spark, fresh_se
     assert _landed(spark, settings) == _every_offset(topic, {0: 23, 1: 23, 2: 23})
     batches = fmt.read(spark, "bronze.orders").groupBy("_batch_id").count().collect()
     assert sorted(r[0] for r in batches) == [0, 1, 2, 3, 4]  # the new batch follows the last one the rows carry
+
+
+def test_offsets_the_reader_cannot_fetch_stop_the_batch_with_one_line_and_nothing_written(
+    spark, fresh_settings, broker, monkeypatch
+):
+    import pipelines.run.kafka_run as kafka_run
+
+    settings = _with(fresh_settings, broker)
+    topic = _topic(broker, partitions=1)
+    produce_orders(broker.bootstrap, topic, 0, 5, partitions=1)
+    ends = kafka_run.end_offsets
+    # Planned beyond what the partition holds: as if the brokers lost messages after the plan was made.
+    monkeypatch.setattr(kafka_run, "end_offsets", lambda *a: {k: (lo, hi + 3) for k, (lo, hi) in ends(*a).items()})
+    spec = kafka_registry(topic).get("bronze.orders")
+    with pytest.raises(PipelineError) as caught:
+        run_table(spark, settings, spec)
+    message = str(caught.value)
+    assert message == (
+        f"table bronze.orders: topic {topic} partition 0: offset 5 could not be read (gone from the brokers since "
+        "the run was planned, or not answered in time); run again to plan anew (nothing of batch 0 was written)"
+    )
+    assert table_format(settings).stats(spark, "bronze.orders").rows == 0
