@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -291,16 +292,18 @@ def _cause(exc: StreamingQueryException) -> str:
 
 
 def _live_snapshots(settings: Settings, spec: TableSpec) -> Callable[[int], bool]:
-    """Whether a snapshot id still exists in one of the Iceberg tables the spec streams from (read without a JVM;
-    where that is not possible, every snapshot counts as live)."""
+    """Whether a snapshot id still exists in one of the Iceberg tables the spec streams from, read from the
+    catalog (no JVM) on first use; where the catalog cannot be read, every snapshot counts as live."""
     from infra.sql.catalog import CatalogReader
 
-    ids: set[int] = set()
-    try:
-        reader = CatalogReader(settings)
-        for source in (spec.source, *spec.secondary_sources):
-            if isinstance(source, TableSource) and settings.uses_sqlite:
-                ids |= set(reader.metadata(source.table).snapshots)
-    except TributaryError:
-        return lambda _: True
-    return lambda snapshot_id: snapshot_id in ids or not settings.uses_sqlite
+    tables = [s.table for s in (spec.source, *spec.secondary_sources) if isinstance(s, TableSource)]
+
+    @functools.cache
+    def snapshots() -> frozenset[int] | None:
+        try:
+            reader = CatalogReader(settings)
+            return frozenset(i for table in tables for i in reader.metadata(table).snapshots)
+        except Exception:  # unreadable here (a remote warehouse, a catalog pyiceberg cannot open): keep the offset
+            return None
+
+    return lambda snapshot_id: (known := snapshots()) is None or snapshot_id in known
