@@ -28,6 +28,9 @@ from pipelines.run.runner import run_table
 from pipelines.spec.tables import FileSource
 from pipelines.write.file_health import file_stats
 
+# New events of the small-increment run (every stream availableNow): what a frequent schedule delivers.
+SMALL_INCREMENT_ROWS = 1_000
+
 BARE_START = (
     "import time; t = time.perf_counter(); from pyspark.sql import SparkSession; "
     "s = SparkSession.builder.master('local[*]').config('spark.ui.enabled', 'false').getOrCreate(); "
@@ -229,6 +232,14 @@ def bench_pipeline(settings: Settings, rows: int = 1_000_000, files: int = 20) -
     result["noop_rerun_seconds"] = round(time.perf_counter() - t, 2)
     result["noop_rerun_stages"] = _stages(noop)
     result["noop_streams_started"] = sum(not r.skipped for r in noop)
+    # A small increment: a few new events through every table (every stream availableNow), warm.
+    generate(warm.landing, rows=SMALL_INCREMENT_ROWS, files=1, seed=2)
+    t = time.perf_counter()
+    increment = [run_table(spark, warm, spec) for spec in default_registry()]
+    result["small_increment_rows"] = SMALL_INCREMENT_ROWS
+    result["small_increment_seconds"] = round(time.perf_counter() - t, 2)
+    result["small_increment_stages"] = _stages(increment)
+    result["small_increment_streams_started"] = sum(not r.skipped for r in increment)
     after = _baseline(spark, settings, "after")
     result["baseline"] = {"before": before, "after": after}
     result["landing_parse"] = bench_landing_parse(spark, settings)
