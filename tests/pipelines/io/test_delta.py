@@ -51,6 +51,8 @@ def test_replayed_batches_are_skipped_and_the_stream_reads_each_appended_row_onc
         rows = spark.range(batch * 10, batch * 10 + 10).select("id", F.col("id").cast("string").alias("name"))
         assert fmt.append(rows, "bronze.items", "writer-a", batch) == 10
     assert fmt.committed_batches(spark, "bronze.items", "writer-a", 20) == {20, 21, 22}
+    kept = fmt.latest_properties(spark, "bronze.items", "tributary.batch-id")
+    assert kept is not None and kept["tributary.batch-id"] == "22" and kept["tributary.writer"] == "writer-a"
     assert fmt.committed_batches(spark, "bronze.items", "writer-b", 0) == set()
     files = fmt.delta_table("bronze.items").file_uris()
     assert not fmt.consumer_caught_up(spark, "bronze.items", checkpoint)
