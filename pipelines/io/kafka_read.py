@@ -11,6 +11,7 @@ go to `_rescued_data`. A CSV value is matched to the schema's columns in order: 
 from __future__ import annotations
 
 import json
+import re
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -31,6 +32,10 @@ from pipelines.spec.tables import FileSource, KafkaSource
 
 # Failures raised on an executor start with these words, so the runner can turn them into one line.
 UNKNOWN_FIELDS = "TributaryKafkaUnknownFields"
+# How Spark's Kafka reader reports an offset it could not fetch (failOnDataLoss, or a poll that timed out).
+UNREAD_OFFSET = re.compile(
+    r"Cannot fetch (?:record for )?offset (?P<offset>\d+)(?:[^)]*?TopicPartition: (?P<topic>\S+)-(?P<partition>\d+)\))?"
+)
 
 
 def read_messages(

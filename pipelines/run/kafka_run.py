@@ -8,7 +8,6 @@ table holds. The consumer group's offsets are committed after the table's, for l
 
 from __future__ import annotations
 
-import re
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -35,15 +34,11 @@ from pipelines.io.kafka_plan import (
     lag,
     plan_run,
 )
-from pipelines.io.kafka_read import UNKNOWN_FIELDS, parse_messages, read_messages
+from pipelines.io.kafka_read import UNKNOWN_FIELDS, UNREAD_OFFSET, parse_messages, read_messages
 from pipelines.run.report import RunReport
 from pipelines.spec.tables import KafkaSource, TableSpec
 
 BATCH_PROPERTY = "tributary.kafka.batch"
-# How Spark's Kafka reader reports an offset it could not fetch (failOnDataLoss, or a poll that timed out).
-_UNREAD = re.compile(
-    r"Cannot fetch (?:record for )?offset (?P<offset>\d+)(?:[^)]*?TopicPartition: (?P<topic>\S+)-(?P<partition>\d+)\))?"
-)
 
 
 def group_id(table: str) -> str:
@@ -175,7 +170,7 @@ def _read_failure(table: str, batch_id: int, exc: Exception) -> PipelineError:
         detail = text.split(f"{UNKNOWN_FIELDS}: ", 1)[1].splitlines()[0].strip()
         detail += " the schema does not declare (schema_evolution='fail'); declare them, or use 'rescue'"
         return PipelineError(f"table {table}: {detail} (nothing of batch {batch_id} was written)")
-    unread = _UNREAD.search(text)
+    unread = UNREAD_OFFSET.search(text)
     if unread is not None:
         where = f"topic {unread['topic']} partition {unread['partition']}: " if unread["topic"] else ""
         return PipelineError(
