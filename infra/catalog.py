@@ -36,18 +36,26 @@ def sqlalchemy_uri(settings: Settings) -> str:
 def _open(settings: Settings) -> SqlCatalog:
     if settings.uses_sqlite:
         settings.catalog_db.parent.mkdir(parents=True, exist_ok=True)
-    settings.warehouse.mkdir(parents=True, exist_ok=True)
+    if settings.warehouse_url is None:
+        settings.warehouse.mkdir(parents=True, exist_ok=True)
+    else:
+        settings.object_store.require_bucket("TRIBUTARY_WAREHOUSE", settings.warehouse_url)
     # SqlCatalog creates iceberg_tables / iceberg_namespace_properties if they are missing. Processes that open
     # a new catalog at once (two runs started together, Dagster's code server and a run) all see them missing
     # and all create them; the ones that lose find them made, so they open it again.
     for attempt in range(_OPEN_ATTEMPTS):
         try:
-            uri, warehouse = sqlalchemy_uri(settings), settings.warehouse.as_uri()
-            return SqlCatalog(settings.catalog_name, uri=uri, warehouse=warehouse)
+            uri, warehouse = sqlalchemy_uri(settings), settings.warehouse_uri
+            return SqlCatalog(settings.catalog_name, uri=uri, warehouse=warehouse, **file_io_properties(settings))
         except DBAPIError as exc:
             if attempt == _OPEN_ATTEMPTS - 1 or not any(m in str(exc) for m in _CREATED_MEANWHILE):
                 raise
     raise AssertionError("unreachable")
+
+
+def file_io_properties(settings: Settings) -> dict[str, str]:
+    """pyiceberg FileIO properties that reach the table files: the object store's, for a warehouse in a bucket."""
+    return settings.object_store.pyiceberg_properties() if settings.warehouse_url else {}
 
 
 @lru_cache(maxsize=8)
@@ -84,15 +92,21 @@ def spark_catalog_conf(settings: Settings) -> dict[str, str]:
     """Spark settings that register the Iceberg catalog under `settings.catalog_name` (the default catalog of an
     Iceberg home)."""
     prefix = f"spark.sql.catalog.{settings.catalog_name}"
-    return {
+    conf = {
         prefix: "org.apache.iceberg.spark.SparkCatalog",
         f"{prefix}.catalog-impl": "org.apache.iceberg.jdbc.JdbcCatalog",
         f"{prefix}.uri": settings.jdbc_catalog_uri,
         f"{prefix}.jdbc.schema-version": "V1",
         f"{prefix}.jdbc.init-catalog-tables": "false",
-        f"{prefix}.warehouse": settings.warehouse.as_uri(),
+        f"{prefix}.warehouse": settings.warehouse_uri,
         # Other processes (pyiceberg readers, maintenance, a second run) commit to the same tables:
         # a cached table would serve stale snapshots to dedup lookups and stats.
         f"{prefix}.cache-enabled": "false",
         "spark.sql.defaultCatalog": settings.catalog_name,
     }
+    if settings.warehouse_url is not None:
+        # The store's s3a settings for this catalog's tables only (Iceberg's `hadoop.*` catalog properties), so
+        # one session serves homes on disk and in buckets. Hadoop caches a file system per bucket: two homes in
+        # one process must not reach the same bucket through different stores.
+        conf.update({f"{prefix}.hadoop.{k}": v for k, v in settings.object_store.hadoop_conf().items()})
+    return conf

@@ -66,7 +66,10 @@ def _digest(text: str) -> str:
 def archive_path(settings: Settings) -> Path:
     """Where the archive for this JDK and this pyspark install lives (in the jar cache, outside git): named after
     the jar folder, then after the JDK and the jars' identity."""
-    key = _digest(f"{_java_identity()}\n{_spark_identity()}")
+    from infra.jars import S3_JARS  # on every driver's class path, before pyspark's jars
+
+    driver_jars = ",".join(jar.file_name for jar in S3_JARS)
+    key = _digest(f"{_java_identity()}\n{_spark_identity()}\n{driver_jars}")
     return settings.jar_cache / f"driver-classes-{_digest(str(_jar_folder()))}-{key}.jsa"
 
 

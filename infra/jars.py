@@ -122,7 +122,25 @@ KAFKA_JARS = (
         "org/apache/commons/pool2/impl/GenericKeyedObjectPool.class",
     ),
 )
-MAVEN_JARS = (ICEBERG, *DELTA_JARS, *KAFKA_JARS, SQLITE_JDBC, POSTGRES_JDBC)
+# Hadoop's s3a file system for warehouses on object storage (infra/object_store.py): the release matching
+# pyspark's Hadoop client (3.3.4), and the AWS SDK it was built against.
+S3_JARS = (
+    MavenJar(
+        "org.apache.hadoop",
+        "hadoop-aws",
+        "3.3.4",
+        "53f9ae03c681a30a50aa17524bd9790ab596b28481858e54efd989a826ed3a4a",
+        "org/apache/hadoop/fs/s3a/S3AFileSystem.class",
+    ),
+    MavenJar(
+        "com.amazonaws",
+        "aws-java-sdk-bundle",
+        "1.12.262",
+        "873fe7cf495126619997bec21c44de5d992544aea7e632fdc77adb1a0915bae5",
+        "com/amazonaws/services/s3/AmazonS3.class",
+    ),
+)
+MAVEN_JARS = (ICEBERG, *DELTA_JARS, *KAFKA_JARS, *S3_JARS, SQLITE_JDBC, POSTGRES_JDBC)
 ICEBERG_VERSION = ICEBERG.version
 
 SQL_GUARD_SOURCES = Path(__file__).parent / "jvm"
@@ -136,9 +154,10 @@ _SQL_GUARD_MARKER = "tributary/sql/ReadOnlyPolicy.class"
 
 @dataclass(frozen=True)
 class SparkJars:
-    """Jar files for `spark.jars`."""
+    """Jar files for `spark.jars`, and for the driver's own class path (`spark.driver.extraClassPath`)."""
 
     jars: tuple[Path, ...]
+    driver_class_path: tuple[Path, ...] = ()
 
 
 def _pyspark_jar_dir() -> Path:
@@ -276,4 +295,10 @@ def spark_jars(settings: Settings) -> SparkJars:
         jars.append(maven_jar(SQLITE_JDBC, cache))
     elif settings.jdbc_catalog_uri.startswith("jdbc:postgresql:"):
         jars.append(maven_jar(POSTGRES_JDBC, cache))
-    return SparkJars(jars=tuple(jars))
+    # s3a is on the driver's class path in every session, so catalogs in buckets can be added to a running one;
+    # there it costs no start-up copy (a local executor copies each `spark.jars` file, and the SDK is 280 MB).
+    # Executors elsewhere get it as `spark.jars` when the warehouse is in a bucket.
+    s3 = tuple(maven_jar(jar, cache) for jar in S3_JARS)
+    if settings.warehouse_url is not None and not settings.local_master:
+        jars.extend(s3)
+    return SparkJars(jars=tuple(jars), driver_class_path=s3)

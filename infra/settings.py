@@ -21,6 +21,7 @@ from pathlib import Path
 
 from infra.errors import ConfigError
 from infra.kafka import KafkaSettings
+from infra.object_store import ObjectStore, refuse_bucket_format, refuse_object_url, warehouse_bucket
 from infra.profile import Deployment, loopback_master
 from infra.writable import writable_problem, writable_suggestion
 
@@ -135,9 +136,12 @@ class Settings:
 
     home: Path
     landing: Path
+    # The local warehouse folder; unused when `warehouse_url` puts the tables in a bucket.
     warehouse: Path
     checkpoints: Path
     catalog_db: Path
+    # `TRIBUTARY_WAREHOUSE=s3a://bucket/prefix`: the tables on object storage (infra/object_store.py).
+    warehouse_url: str | None = None
     # May carry the database's password (jdbc:postgresql://...&password=...): kept out of every repr.
     catalog_uri: str | None = field(default=None, repr=False)
     catalog_name: str = "tributary"
@@ -162,6 +166,8 @@ class Settings:
     kafka: KafkaSettings = field(default_factory=KafkaSettings)
     # The profile (local or cluster) and a cluster's executor settings (infra/profile.py).
     deployment: Deployment = field(default_factory=Deployment)
+    # The S3-compatible store of a warehouse in a bucket (`TRIBUTARY_S3_*`; credentials kept out of every repr).
+    object_store: ObjectStore = field(default_factory=ObjectStore)
 
     @classmethod
     def from_env(cls, home: Path | str | None = None) -> Settings:
@@ -178,10 +184,16 @@ class Settings:
                         "(expected e.g. 'spark.executor.memory=4g,spark.sql.shuffle.partitions=8')"
                     )
                 extra[key.strip()] = value.strip()
+        for name in ("LANDING", "CHECKPOINTS", "CATALOG_DB"):
+            refuse_object_url(PREFIX + name, _env(name))
+        warehouse = _env("WAREHOUSE", str(root / "warehouse"))
+        warehouse_url = warehouse_bucket(PREFIX + "WAREHOUSE", warehouse)
+        folder = root / "warehouse" if warehouse_url else Path(warehouse.removeprefix("file://"))
         settings = cls(
             home=root,
             landing=Path(_env("LANDING", str(root / "landing"))).expanduser().resolve(),
-            warehouse=Path(_env("WAREHOUSE", str(root / "warehouse"))).expanduser().resolve(),
+            warehouse=folder.expanduser().resolve(),
+            warehouse_url=warehouse_url,
             checkpoints=Path(_env("CHECKPOINTS", str(root / "checkpoints"))).expanduser().resolve(),
             catalog_db=Path(_env("CATALOG_DB", str(root / "catalog.db"))).expanduser().resolve(),
             catalog_uri=_env("CATALOG_URI"),
@@ -201,6 +213,7 @@ class Settings:
             stage_landing_mb=_non_negative_int("STAGE_LANDING_MB", "32", "megabytes"),
             kafka=KafkaSettings.from_env(),
             deployment=Deployment.from_env(),
+            object_store=ObjectStore.from_env(),
         )
         settings.validate()
         return settings
@@ -229,8 +242,9 @@ class Settings:
         for key, label, value in self.spark_sources():
             if key in SPARK_KEYS:
                 SPARK_KEYS[key][1](label, value)
-        folders = {"TRIBUTARY_WAREHOUSE": self.warehouse, "TRIBUTARY_LANDING": self.landing}
-        folders["TRIBUTARY_CHECKPOINTS"] = self.checkpoints
+        refuse_bucket_format(self.warehouse_url, self.table_format)
+        folders = {} if self.warehouse_url else {"TRIBUTARY_WAREHOUSE": self.warehouse}
+        folders |= {"TRIBUTARY_LANDING": self.landing, "TRIBUTARY_CHECKPOINTS": self.checkpoints}
         self.deployment.check(self.master, self.uses_sqlite, folders)
 
     def require_writable(self, *names: str) -> None:
@@ -240,6 +254,8 @@ class Settings:
         the path and a path that would work. Nothing is created.
         """
         for name in names:
+            if name == "warehouse" and self.warehouse_url is not None:
+                continue  # a bucket: reached when the catalog opens (`ObjectStore.require_bucket`)
             path: Path = getattr(self, name)
             is_file = name == "catalog_db"
             folder = path.parent if is_file else path
@@ -293,12 +309,13 @@ class Settings:
         return LOOPBACK if self.local_master or loopback_master(self.master) else None
 
     def with_home(self, home: Path) -> Settings:
-        """The same settings rooted at another home folder (used by tests and benchmarks)."""
+        """The same settings rooted at another home folder, every folder (the warehouse too) under it (for tests)."""
         return replace(
             self,
             home=home,
             landing=home / "landing",
             warehouse=home / "warehouse",
+            warehouse_url=None,
             checkpoints=home / "checkpoints",
             catalog_db=home / "catalog.db",
         )
@@ -314,6 +331,11 @@ class Settings:
     def uses_sqlite(self) -> bool:
         """True for the embedded SQLite catalog."""
         return self.jdbc_catalog_uri.startswith("jdbc:sqlite:")
+
+    @property
+    def warehouse_uri(self) -> str:
+        """The warehouse as the catalogs take it: `s3a://bucket/prefix`, or the local folder's `file:` URI."""
+        return self.warehouse_url or self.warehouse.as_uri()
 
     @property
     def delta_warehouse(self) -> Path:

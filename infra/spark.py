@@ -168,6 +168,7 @@ def spark_conf(settings: Settings) -> dict[str, str]:
         "spark.master": settings.spark_master,
         "spark.app.name": "tributary",
         "spark.jars": ",".join(str(j) for j in jars.jars),
+        "spark.driver.extraClassPath": os.pathsep.join(str(j) for j in jars.driver_class_path),
         "spark.sql.extensions": ",".join((ICEBERG_EXTENSION, DELTA_EXTENSION)),
         "spark.sql.shuffle.partitions": str(settings.shuffle_partitions),
         "spark.sql.session.timeZone": "UTC",

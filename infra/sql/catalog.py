@@ -16,6 +16,7 @@ from pathlib import Path
 
 from infra.errors import ConfigError, TributaryError
 from infra.identifiers import validate_table_name
+from infra.object_store import is_object_url
 from infra.paths import GZIP_MAGIC, local_path
 from infra.settings import Settings
 from infra.sql.delta_tables import delta_metadata, delta_tables
@@ -53,13 +54,16 @@ def validate_as_of(as_of: str | None) -> str | None:
 # ---------------------------------------------------------------------------------------------- catalog
 
 
-def _local_path(location: str) -> Path:
+def _read(settings: Settings, location: str) -> bytes:
+    """The bytes of a metadata file, on the local file system or in the warehouse's bucket."""
     path = local_path(location)
     if path is not None:
-        return path
+        return path.read_bytes()
+    if is_object_url(location):
+        return settings.object_store.read_bytes(location)
     raise ConfigError(
-        f"table metadata {location} is not on the local file system: the local SQL command reads local "
-        "warehouses only; use --engine spark"
+        f"table metadata {location} is neither a local file nor on S3-compatible storage: the local SQL command "
+        "cannot read it; use --engine spark"
     )
 
 
@@ -138,7 +142,7 @@ class CatalogReader:
         location = locations[key]
         if (Path(location) / "_delta_log").is_dir():  # a Delta table's folder, not an Iceberg metadata file
             return delta_metadata(key, Path(location))
-        raw = _local_path(location).read_bytes()
+        raw = _read(self.settings, location)
         if raw[:2] == GZIP_MAGIC:  # write.metadata.compression-codec=gzip
             raw = gzip.decompress(raw)
         return TableMetadata.parse(key, location, json.loads(raw))

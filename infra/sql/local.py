@@ -27,6 +27,7 @@ import duckdb
 
 from infra.errors import TributaryError, first_line
 from infra.identifiers import validate_table_name
+from infra.object_store import is_object_url
 from infra.settings import Settings
 from infra.sql.catalog import (
     CatalogReader,
@@ -55,7 +56,7 @@ def settings_env(settings: Settings) -> dict[str, str]:
     env = {
         "TRIBUTARY_HOME": str(settings.home),
         "TRIBUTARY_LANDING": str(settings.landing),
-        "TRIBUTARY_WAREHOUSE": str(settings.warehouse),
+        "TRIBUTARY_WAREHOUSE": settings.warehouse_url or str(settings.warehouse),
         "TRIBUTARY_CHECKPOINTS": str(settings.checkpoints),
         "TRIBUTARY_CATALOG_DB": str(settings.catalog_db),
         "TRIBUTARY_CATALOG_NAME": settings.catalog_name,
@@ -67,6 +68,8 @@ def settings_env(settings: Settings) -> dict[str, str]:
     }
     if settings.catalog_uri:
         env["TRIBUTARY_CATALOG_URI"] = settings.catalog_uri
+    if settings.warehouse_url:
+        env.update(settings.object_store.environment())
     if settings.spark_conf:
         env["TRIBUTARY_SPARK_CONF"] = ",".join(f"{k}={v}" for k, v in settings.spark_conf)
     return env
@@ -133,6 +136,7 @@ class SnapshotCache:
     """Parquet copies of table snapshots, keyed by table UUID, snapshot id and read schema."""
 
     def __init__(self, settings: Settings):
+        self.store = settings.object_store
         root = settings.home / "sql-cache"
         try:
             root.mkdir(parents=True, exist_ok=True)
@@ -174,7 +178,8 @@ class SnapshotCache:
         else:
             from pyiceberg.table import StaticTable
 
-            table = StaticTable.from_metadata(meta.location)
+            store = self.store if is_object_url(meta.location) else None
+            table = StaticTable.from_metadata(meta.location, store.pyiceberg_properties() if store else {})
             scan = table.scan(snapshot_id=snapshot.snapshot_id) if as_of and snapshot is not None else table.scan()
             arrow = scan.to_arrow()
         staged = folder / f".{target.name}.{os.getpid()}.tmp"

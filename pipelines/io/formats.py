@@ -85,6 +85,11 @@ class TableFormats:
         """Create a missing table in `table_format` (None: the home's default), else check it where it exists."""
         exists = any(a.exists(spark, table.name) for a in self.adapters.values())
         chosen = self.format_of(table.name) if exists else (table_format or self.settings.table_format)
+        if not exists and chosen != "iceberg" and self.settings.warehouse_url:
+            raise ConfigError(
+                f"table {table.name} declares format={chosen!r}, but TRIBUTARY_WAREHOUSE={self.settings.warehouse_url} "
+                "is on object storage, which holds Iceberg tables only so far: remove format= from its declaration"
+            )
         self.adapters[chosen].ensure_table(spark, table, allow_added)
         self._known[table.name] = chosen
 

@@ -105,7 +105,7 @@ def run_maintenance(
     location = table_location(spark, settings, name)
     report.before = table_shape(spark, settings, name, location)
     for op in chosen:
-        disk = bytes_on_disk(location)
+        disk = bytes_on_disk(location, settings.object_store)
         t0 = time.perf_counter()
         if op == REWRITE_DATA_FILES:
             result = compact_data_files(spark, settings, name, policy)
@@ -119,7 +119,7 @@ def run_maintenance(
         else:
             result = remove_orphan_files(spark, settings, name, policy, now=now, older_than=orphan_older_than)
         report.step_seconds[op] = round(time.perf_counter() - t0, 3)
-        after_disk = bytes_on_disk(location)
+        after_disk = bytes_on_disk(location, settings.object_store)
         if disk is not None and after_disk is not None and op in (EXPIRE_SNAPSHOTS, REMOVE_ORPHAN_FILES):
             result["bytes_freed"] = max(disk - after_disk, 0)
         report.steps[op] = result

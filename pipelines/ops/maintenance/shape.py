@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pyspark.sql import SparkSession
 
 from infra.errors import PipelineError
+from infra.object_store import ObjectStore, is_object_url
 from infra.paths import local_path
 from infra.settings import Settings
 from pipelines.io.formats import table_format
@@ -35,8 +36,11 @@ def table_location(spark: SparkSession, settings: Settings, name: str) -> str:
     raise PipelineError(f"table {name}: DESCRIBE TABLE EXTENDED reports no location")
 
 
-def bytes_on_disk(location: str) -> int | None:
-    """Bytes of every file under a local table location (None for remote storage)."""
+def bytes_on_disk(location: str, store: ObjectStore | None = None) -> int | None:
+    """Bytes of every file under a table location: a local folder, or a prefix in `store`'s bucket (None for
+    other remote storage)."""
+    if store is not None and is_object_url(location):
+        return store.total_bytes(location)
     root = local_path(location)
     if root is None:
         return None
@@ -67,5 +71,5 @@ def table_shape(spark: SparkSession, settings: Settings, name: str, location: st
         manifests=int(manifests),
         snapshots=int(snapshots),
         rows=int(files.r),
-        bytes_on_disk=bytes_on_disk(location or table_location(spark, settings, name)),
+        bytes_on_disk=bytes_on_disk(location or table_location(spark, settings, name), settings.object_store),
     )
