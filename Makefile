@@ -5,7 +5,7 @@ export TRIBUTARY_HOME ?= $(CURDIR)/.tributary
 export DAGSTER_HOME ?= $(TRIBUTARY_HOME)/dagster
 UI_PORT ?= 3000
 
-.PHONY: setup demo demo-kafka test test-crash lint ui sql sql-server sql-server-stop cluster-up cluster-down cluster-test bench clean distclean
+.PHONY: setup demo demo-kafka demo-s3 test test-crash lint ui sql sql-server sql-server-stop cluster-up cluster-down cluster-test bench clean distclean
 
 setup:
 	@bash infra/setup.sh
@@ -18,6 +18,12 @@ demo: setup
 demo-kafka: setup
 	TRIBUTARY_HOME=$(TRIBUTARY_HOME)/kafka-demo DAGSTER_HOME=$(TRIBUTARY_HOME)/kafka-demo/dagster \
 		$(BIN)/tributary demo --source kafka
+
+# The same pipeline with every table in a bucket (an S3 test server started and stopped by the demo, docs/storage.md),
+# in its own home.
+demo-s3: setup
+	TRIBUTARY_HOME=$(TRIBUTARY_HOME)/s3-demo DAGSTER_HOME=$(TRIBUTARY_HOME)/s3-demo/dagster \
+		$(BIN)/tributary demo --storage s3
 
 test: setup
 	$(BIN)/ruff check .

@@ -27,9 +27,12 @@ def _setup(args: argparse.Namespace, settings: Settings) -> int:
     from infra.java import require_java
 
     require_java()
+    from infra.s3_server import s3proxy_jars
+
     fetched = fetch_all(settings.jar_cache)  # every pinned jar, also those this home's catalog does not use
     for jar in dict.fromkeys([*spark_jars(settings).jars, *fetched]):
         print(f"ok  {jar}")
+    print(f"ok  {s3proxy_jars(settings.jar_cache)} (the S3 test server of the tests and 'make demo-s3')")
     try:
         archive = _class_archive(settings)
     except Exception as exc:  # an optimisation: set-up goes on without it, saying why
@@ -132,6 +135,26 @@ def _demo_broker(settings: Settings, stack: ExitStack) -> Settings:
     return settings
 
 
+DEMO_BUCKET = "tributary"
+
+
+def _demo_object_store(settings: Settings, stack: ExitStack) -> Settings:
+    """Keep the demo's tables in a bucket: the S3 test server under the home (unless TRIBUTARY_WAREHOUSE already
+    names a bucket), stopped when the demo ends."""
+    from infra.s3_server import start_s3_server
+
+    if settings.warehouse_url is None:
+        server = start_s3_server(settings.home / "s3-server", settings.jar_cache)
+        stack.callback(server.stop)
+        server.create_bucket(DEMO_BUCKET)
+        os.environ["TRIBUTARY_WAREHOUSE"] = f"s3a://{DEMO_BUCKET}/warehouse"
+        os.environ.update(server.store().environment())
+        print(f"started the S3 test server on {server.endpoint} (buckets under {server.data_dir / 'buckets'})")
+    settings = Settings.from_env(home=settings.home)
+    print(f"tables in {settings.warehouse_url} on {settings.object_store.where()}")
+    return settings
+
+
 def _demo(args: argparse.Namespace, settings: Settings) -> int:
     """Generate the sample landing zone (once) and materialize every asset through Dagster."""
     from orchestration.cli.summary import format_numbers, numbers_lines
@@ -142,6 +165,8 @@ def _demo(args: argparse.Namespace, settings: Settings) -> int:
     for line in land_demo(settings.landing, args.rows, args.files, args.seed):
         print(line)
     with ExitStack() as stack:
+        if args.storage == "s3":
+            settings = _demo_object_store(settings, stack)
         if args.source == "kafka":
             settings = _demo_broker(settings, stack)
         started = time.perf_counter()
@@ -204,6 +229,13 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, Handler]]:
     demo.add_argument("--seed", type=int, default=7)
     demo.add_argument(
         "--source", choices=("files", "kafka"), default="files", help="where bronze.events reads the events from"
+    )
+    demo.add_argument(
+        "--storage",
+        choices=("local", "s3"),
+        default="local",
+        help="where the tables live: the home's warehouse folder, or a bucket (TRIBUTARY_WAREHOUSE=s3a://..., "
+        "else an S3 test server started and stopped by the demo)",
     )
     handlers["demo"] = _demo
 
