@@ -7,15 +7,17 @@ registers that catalog, so tests stay isolated without paying a JVM start each.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 
 import pytest
 from pyspark.sql import SparkSession
 
+from infra.s3_server import S3Server, start_s3_server
 from infra.settings import TABLE_FORMATS, Settings
 from infra.spark import get_spark
 from tests.support.homes import make_settings
+from tests.support.object_storage import TEST_BUCKET
 
 # Small data: few shuffle partitions. Set in the environment so settings built by Dagster resources agree.
 os.environ.setdefault("TRIBUTARY_SHUFFLE_PARTITIONS", "2")
@@ -55,3 +57,17 @@ def format_settings(request: pytest.FixtureRequest, settings_factory: Callable[[
 def fresh_settings(settings_factory: Callable[[], Settings]) -> Settings:
     """An isolated, empty platform home (landing, warehouse, checkpoints, catalog)."""
     return settings_factory()
+
+
+@pytest.fixture(scope="session")
+def s3_server(base_settings: Settings, tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Server]:
+    """The S3 test server of this test process (started on first use), with the test bucket."""
+    # pyarrow's AWS SDK signs uploads with trailing checksums by default, which S3Proxy 2.7 rejects as a digest
+    # mismatch; only the tests upload with pyarrow (to plant files).
+    os.environ.setdefault("AWS_REQUEST_CHECKSUM_CALCULATION", "when_required")
+    server = start_s3_server(tmp_path_factory.mktemp("s3"), base_settings.jar_cache)
+    try:
+        server.create_bucket(TEST_BUCKET)
+        yield server
+    finally:
+        server.stop()

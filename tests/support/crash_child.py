@@ -67,7 +67,13 @@ def kill_in_child(settings: Settings, target: str, batch: int, point: str) -> No
             point,
         ],
         cwd=REPO,
-        env={**os.environ, "TRIBUTARY_HOME": str(settings.home), "TRIBUTARY_TABLE_FORMAT": settings.table_format},
+        env={
+            **os.environ,
+            "TRIBUTARY_HOME": str(settings.home),
+            "TRIBUTARY_TABLE_FORMAT": settings.table_format,
+            **({"TRIBUTARY_WAREHOUSE": settings.warehouse_url} if settings.warehouse_url else {}),
+            **(settings.object_store.environment() if settings.warehouse_url else {}),
+        },
         start_new_session=True,
         capture_output=True,
         text=True,
@@ -83,7 +89,8 @@ def main() -> None:
     point, _, commits = point.partition("-")
     assert point in POINTS, point
     _state["kill_after_commits"] = int(commits or 1)
-    settings = dataclasses.replace(Settings.from_env(home=home).with_home(Path(home)), catalog_name=catalog)
+    given = Settings.from_env(home=home)  # a warehouse in a bucket comes from TRIBUTARY_WAREHOUSE
+    settings = dataclasses.replace(given.with_home(Path(home)), catalog_name=catalog, warehouse_url=given.warehouse_url)
     spec = crash_registry().get(target)
     planned = last_planned_batch(settings.checkpoint_for(target))
     kill_batch = (planned + 1 if planned is not None else 0) + int(relative_batch)

@@ -47,6 +47,7 @@ from pipelines.ops.table_health import compaction_reason, file_health
 from pipelines.run.runner import run_table
 from pipelines.spec.registry import Registry
 from pipelines.spec.tables import FileSource, MaintenancePolicy, TableSpec
+from tests.support.object_storage import backing_file, in_bucket, plant_file
 from tests.support.reference import classify, load_landing
 
 BRONZE = "bronze.events"
@@ -74,10 +75,6 @@ def _snapshots(spark: SparkSession, settings: Settings, name: str) -> list[tuple
     qualified = table_format(settings).qualified(name)
     rows = spark.sql(f"SELECT snapshot_id, operation FROM {qualified}.snapshots ORDER BY committed_at").collect()
     return [(r.snapshot_id, r.operation) for r in rows]
-
-
-def _table_dir(spark: SparkSession, settings: Settings, name: str) -> Path:
-    return Path(urlparse(table_location(spark, settings, name)).path)
 
 
 def _disk_bytes(folder: Path) -> int:
@@ -137,16 +134,18 @@ def test_compaction_cuts_small_files_tenfold_with_identical_rows(spark, fresh_se
     assert _checksum(spark, s, BRONZE)[0] == landed.lines + more.lines
 
 
-def test_expiry_and_orphan_removal_free_disk_and_keep_time_travel(spark, fresh_settings):
-    s = fresh_settings
+@pytest.mark.parametrize("storage", ["local", "s3"])
+def test_expiry_and_orphan_removal_free_disk_and_keep_time_travel(spark, fresh_settings, request, storage):
+    # On the S3 test server the files are checked, aged and planted in the folder that holds its objects.
+    server = request.getfixturevalue("s3_server") if storage == "s3" else None
+    s = in_bucket(fresh_settings, server) if server else fresh_settings
     generate(s.landing, rows=300, files=6, seed=5)
     registry = Registry([_bronze()])  # no downstream consumer: nothing holds snapshots back
     spec = registry.get(BRONZE)
     run_table(spark, s, spec)
     qualified = table_format(s).qualified(BRONZE)
-    originals = {
-        Path(urlparse(r.file_path).path) for r in spark.sql(f"SELECT file_path FROM {qualified}.files").collect()
-    }
+    files = spark.sql(f"SELECT file_path FROM {qualified}.files").collect()
+    originals = {backing_file(r.file_path, server) for r in files}
     assert len(originals) >= 6 and all(p.exists() for p in originals)
     run_maintenance(spark, s, registry, BRONZE, COMPACTION_OPERATIONS)
     generate(s.landing, rows=100, files=2, seed=6)
@@ -157,13 +156,15 @@ def test_expiry_and_orphan_removal_free_disk_and_keep_time_travel(spark, fresh_s
     kept_rows = _checksum(spark, s, BRONZE, snapshot_id=kept[0])
     current_rows = _checksum(spark, s, BRONZE)
 
-    folder = _table_dir(spark, s, BRONZE)
+    folder = backing_file(table_location(spark, s, BRONZE), server)
+    if server:
+        assert folder.is_relative_to(server.data_dir), folder
     old_orphan = folder / "data" / "orphan-from-a-crashed-writer.parquet"
-    old_orphan.write_bytes(b"x" * 50_000)
+    plant_file(old_orphan, b"x" * 50_000, server)
     four_days_ago = time.time() - 4 * 86400
     os.utime(old_orphan, (four_days_ago, four_days_ago))
     young_orphan = folder / "data" / "maybe-an-inflight-commit.parquet"
-    young_orphan.write_bytes(b"y" * 50_000)
+    plant_file(young_orphan, b"y" * 50_000, server)
     two_days_ago = time.time() - 2 * 86400
     os.utime(young_orphan, (two_days_ago, two_days_ago))
     freed_at_least = sum(p.stat().st_size for p in originals) + old_orphan.stat().st_size
