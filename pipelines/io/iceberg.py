@@ -241,8 +241,8 @@ class IcebergFormat:
         spark.sql(f"DROP TABLE IF EXISTS {self.qualified(name)} PURGE")
 
     def _local_metadata(self, name: str) -> TableMetadata | None:
-        """The table's metadata read from the SQLite catalog and its local metadata file, without a JVM; None when
-        that is not possible here (another catalog database, metadata on object storage)."""
+        """The table's metadata read from the SQLite catalog and its metadata file (on disk or in the bucket),
+        without a JVM; None when that is not possible here (another catalog database)."""
         if not self.settings.uses_sqlite:
             return None
         try:
@@ -265,7 +265,7 @@ class IcebergFormat:
     def current_snapshot(self, spark: SparkSession | None, name: str) -> Snapshot | None:
         """The current snapshot of the main branch, from the table's metadata file (no JVM needed).
 
-        A catalog other than SQLite, or a warehouse not on the local file system, is asked through Spark instead.
+        A catalog other than SQLite is asked through Spark instead.
         """
         metadata = self._local_metadata(name)
         if metadata is not None:

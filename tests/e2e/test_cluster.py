@@ -28,6 +28,7 @@ from pipelines.run.pipeline import run_pipeline
 from tests.support.devserver import QUICK_ENV, DagsterDev, wait_for
 from tests.support.helpers import ALL_TABLES
 from tests.support.homes import make_settings
+from tests.support.object_storage import TEST_BUCKET
 from tests.support.repo import REPO
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
@@ -242,3 +243,22 @@ def test_a_cluster_that_gives_no_executor_stops_the_run_with_one_line(cluster, l
     assert _contents(settings, ("bronze.events",)) == {}
     state = standalone.master_state(cluster.master_ui)
     assert state["aliveworkers"] == 2 and state["activeapps"] == [], "the refused run's application is still there"
+
+
+def test_the_cluster_writes_tables_into_a_bucket_equal_to_a_local_run(
+    cluster, landing, reference, s3_server, tmp_path, monkeypatch
+):
+    """Object storage as the cluster's table storage: the executors write through s3a (shipped as spark.jars)."""
+    bucket = {"TRIBUTARY_WAREHOUSE": f"s3a://{TEST_BUCKET}/cluster", **s3_server.store().environment()}
+    env = {**os.environ, **QUICK_ENV, **cluster.env(), "TRIBUTARY_HOME": str(tmp_path / "home"), **bucket}
+    env |= {"TRIBUTARY_LANDING": str(landing), "TRIBUTARY_CATALOG_NAME": "inbucket"}
+    done = _run_cli(env, "run", "gold.daily_revenue", "--with-upstream")
+    assert done.returncode == 0, done.stderr[-3000:]
+    for key, value in bucket.items():
+        monkeypatch.setenv(key, value)
+    settings = _cluster_settings(cluster, tmp_path / "home", landing, "inbucket", monkeypatch)
+    assert settings.warehouse_url == f"s3a://{TEST_BUCKET}/cluster"
+    names = ("bronze.events", "silver.events", "silver.events_quarantine", "gold.daily_revenue")
+    assert _contents(settings, names) == {name: reference[name] for name in names}
+    stored = s3_server.data_dir / "buckets" / TEST_BUCKET / "cluster" / "silver" / "events" / "data"
+    assert any(stored.rglob("*.parquet")) and not (tmp_path / "home" / "warehouse").exists()
