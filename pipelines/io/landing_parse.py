@@ -214,28 +214,43 @@ def parse_csv_lines(df: DataFrame, source: FileSource, headers: CsvHeaders, keep
     options = {k: v for k, v in source.options if k not in _READER_ONLY}
     options["columnNameOfCorruptRecord"] = CORRUPT_COLUMN
     declared = {f.name: wide_type(f) for f in source.schema.fields}
+    layout, line = F.col("_layout"), F.col("_line")
+    # Each line is parsed once, typed, by its own layout: `_typed<i>` is NULL for the other layouts' lines. A parse
+    # kept out of conditional branches and in its own projection is computed once per row (Spark eliminates common
+    # subexpressions only where they always run, and prunes a parse read field by field into one parse per field).
+    typed = [F.col(f"_typed{i}") for i in range(len(headers.layouts))]
+    parsed = lines.select(
+        "*",
+        *[
+            F.from_csv(F.when(layout == i, line), _ddl(names, declared, typed=True), options).alias(f"_typed{i}")
+            for i, names in enumerate(headers.layouts)
+        ],
+    )
     values: dict[str, list[Column]] = {name: [] for name in declared}
-    corrupt: list[Column] = []
+    failed: list[Column] = []
     rescued: list[Column] = []
-    for names in headers.layouts:
-        # Typed: corrupt when a cell does not convert or the cell count is wrong; text: only the latter.
-        typed = F.from_csv("_line", _ddl(names, declared, typed=True), options)
-        raw = F.from_csv("_line", _ddl(names, declared, typed=False), options)
+    texts_needed: list[Column] = []
+    for i, names in enumerate(headers.layouts):
+        # Typed: corrupt when a cell does not convert or the cell count is wrong.
         present = StructType([f for f in source.schema.fields if f.name in names])
-        exact, inexact, _ = exact_values(present, lambda name, typed=typed: typed[name])
+        exact, inexact, _ = exact_values(present, lambda name, i=i: typed[i][name])
         for f in source.schema.fields:
             values[f.name].append(exact.get(f.name, F.lit(None).cast(f.dataType)))
-        texts = {n: raw[n] for n in names if n in declared}
+        failed.append(typed[i][CORRUPT_COLUMN].isNotNull() | inexact)
         extra = [n for n in names if n not in declared]
+        # The text parse, only for a line that needs `_rescued_data`: undeclared columns, or a value that failed.
+        texts_needed.append(
+            F.when(layout == i if extra else failed[i], F.from_csv(line, _ddl(names, declared, typed=False), options))
+        )
+        raw = F.col(f"_text{i}")
+        texts = {n: raw[n] for n in names if n in declared}
         unknown = F.create_map(*[x for n in extra for x in (F.lit(n), raw[n])]) if extra else None
-        failed = typed[CORRUPT_COLUMN].isNotNull() | inexact
-        needs_rescue = F.lit(True) if extra else failed
-        corrupt.append(F.when(failed, F.col("_line")))
-        rescued.append(F.when(needs_rescue, _rescued(present, exact, texts, unknown)))
-    layout = F.col("_layout")
-    return lines.select(
+        rescued.append(F.when(raw.isNotNull(), _rescued(present, exact, texts, unknown)))
+    with_texts = parsed.select("*", *[text.alias(f"_text{i}") for i, text in enumerate(texts_needed)])
+    corrupt = [F.when(fail, line) for fail in failed]
+    return with_texts.select(
         *[_case(layout, values[f.name], F.lit(None).cast(f.dataType)).alias(f.name) for f in source.schema.fields],
-        F.when(~F.col("_utf8"), F.col("_line"))
+        F.when(~F.col("_utf8"), line)
         .otherwise(_case(layout, corrupt, F.lit(None).cast("string")))
         .alias(CORRUPT_COLUMN),
         F.when(F.col("_utf8"), _case(layout, rescued, F.lit(None).cast("string"))).alias(RESCUED_COLUMN),
