@@ -14,6 +14,7 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from bench.wide_data import WIDE_SCHEMA, generate_wide_csv
 from infra.settings import Settings
 from infra.spark import get_spark
 from pipelines.datasets import default_registry
@@ -275,15 +276,20 @@ def bench_pipeline(settings: Settings, rows: int = 1_000_000, files: int = 20) -
     return result
 
 
-def bench_landing_parse(spark: SparkSession, settings: Settings, repeats: int = 3) -> dict[str, Any]:
-    """Parsing the landed JSON, read to the end with no write, best of `repeats` warm runs each:
+def bench_landing_parse(
+    spark: SparkSession, settings: Settings, repeats: int = 3, csv_rows: int = 1_000_000
+) -> dict[str, Any]:
+    """Parsing the landed JSON and a wide CSV, read to the end with no write, best of `repeats` warm runs each:
 
     - `json_reader`: Spark's JSON reader (splits arrays and garbage into several rows; no rescue);
     - `typed_lines`: one record per line, typed parse only (the parse before rescued data);
     - `line_exact`: Tributary's parse, with `_rescued_data` (unknown fields and failed conversions kept);
     - `line_exact_with_health`: that parse persisted, the one per-file health aggregation, then the write, as
-      a bronze batch does it.
-    Targets: rescue at most 10 % over `typed_lines`; the health report adds no pass over the landed files.
+      a bronze batch does it;
+    - `csv_reader` and `csv_line_exact`: Spark's CSV reader and Tributary's parse (columns by header name, rescue)
+      on `csv_rows` rows of 16 typed columns (`bench.wide_data`) in 4 files.
+    Targets: rescue at most 10 % over `typed_lines`; the health report adds no pass over the landed files; each
+    format's parse at most 1.3x Spark's own reader.
     """
     source = FileSource("events", "json", LANDED_SCHEMA)
     folder = str(settings.landing / "events")
@@ -303,6 +309,18 @@ def bench_landing_parse(spark: SparkSession, settings: Settings, repeats: int = 
     def line_exact() -> None:
         batch_read_files(spark, source, [folder]).write.format("noop").mode("overwrite").save()
 
+    wide = FileSource("orders", "csv", WIDE_SCHEMA)
+    wide_folder = settings.landing / "orders"
+    generate_wide_csv(wide_folder, csv_rows, files=4)
+
+    def csv_reader() -> None:
+        spark.read.schema(with_corrupt(WIDE_SCHEMA)).options(header="true", **options).csv(
+            str(wide_folder)
+        ).write.format("noop").mode("overwrite").save()
+
+    def csv_line_exact() -> None:
+        batch_read_files(spark, wide, [str(wide_folder)]).write.format("noop").mode("overwrite").save()
+
     def line_exact_with_health() -> None:
         batch = batch_read_files(spark, source, [folder]).persist()
         try:
@@ -317,6 +335,8 @@ def bench_landing_parse(spark: SparkSession, settings: Settings, repeats: int = 
         "typed_lines_seconds": typed_lines,
         "line_exact_seconds": line_exact,
         "line_exact_with_health_seconds": line_exact_with_health,
+        "csv_reader_seconds": csv_reader,
+        "csv_line_exact_seconds": csv_line_exact,
     }
     for name, job in jobs.items():
         times = []
@@ -325,8 +345,14 @@ def bench_landing_parse(spark: SparkSession, settings: Settings, repeats: int = 
             job()
             times.append(time.perf_counter() - t)
         out[name] = round(min(times), 2)
-    out["line_exact_vs_json_reader"] = round(out["line_exact_seconds"] / out["json_reader_seconds"], 2)
+    out["csv_rows"] = csv_rows
+    out["ratio_json_vs_spark_reader"] = round(out["line_exact_seconds"] / out["json_reader_seconds"], 2)
+    out["ratio_csv_vs_spark_reader"] = round(out["csv_line_exact_seconds"] / out["csv_reader_seconds"], 2)
     out["rescue_vs_typed_lines"] = round(out["line_exact_seconds"] / out["typed_lines_seconds"], 2)
     out["health_vs_line_exact"] = round(out["line_exact_with_health_seconds"] / out["line_exact_seconds"], 2)
-    out["targets"] = {"rescue_within_1.1x_typed_lines": out["rescue_vs_typed_lines"] <= 1.1}
+    out["targets"] = {
+        "rescue_within_1.1x_typed_lines": out["rescue_vs_typed_lines"] <= 1.1,
+        "json_within_1.3x_spark_reader": out["ratio_json_vs_spark_reader"] <= 1.3,
+        "csv_within_1.3x_spark_reader": out["ratio_csv_vs_spark_reader"] <= 1.3,
+    }
     return out

@@ -23,3 +23,19 @@ def test_a_section_that_cannot_be_imported_fails_the_bench(monkeypatch, tmp_path
     assert run.main() == 1
     assert "no_such_section: cannot be imported" in capsys.readouterr().err
     assert "ModuleNotFoundError" in (tmp_path / "results.json").read_text()
+
+
+def test_the_landing_parse_section_runs_on_a_tiny_input(spark, fresh_settings) -> None:
+    from bench.pipeline import bench_landing_parse
+    from pipelines.datasets.ecommerce.sample_data import generate
+
+    generate(fresh_settings.landing, rows=200, files=2, seed=1)
+    out = bench_landing_parse(spark, fresh_settings, repeats=1, csv_rows=300)
+    assert out["csv_rows"] == 300
+    for key in ("ratio_json_vs_spark_reader", "ratio_csv_vs_spark_reader", "rescue_vs_typed_lines"):
+        assert out[key] > 0, key
+    assert set(out["targets"]) == {
+        "rescue_within_1.1x_typed_lines",
+        "json_within_1.3x_spark_reader",
+        "csv_within_1.3x_spark_reader",
+    }
