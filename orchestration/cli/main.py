@@ -164,6 +164,7 @@ def _demo(args: argparse.Namespace, settings: Settings) -> int:
     settings.require_writable("landing")
     for line in land_demo(settings.landing, args.rows, args.files, args.seed):
         print(line)
+    started_with_store = settings.warehouse_url is not None
     with ExitStack() as stack:
         if args.storage == "s3":
             settings = _demo_object_store(settings, stack)
@@ -176,6 +177,13 @@ def _demo(args: argparse.Namespace, settings: Settings) -> int:
     if lines:
         print("\n" + "\n".join(lines))
     print(f"\npipeline materialized through Dagster in {time.perf_counter() - started:.1f} s")
+    if args.storage == "s3" and not started_with_store:
+        print(
+            f"\nThe S3 test server stopped with the demo; its buckets stay under {settings.home / 's3-server'} "
+            "(running the demo again starts it and writes nothing new). To query tables in a bucket, point "
+            "TRIBUTARY_WAREHOUSE and TRIBUTARY_S3_* at a store that keeps running (docs/storage.md)."
+        )
+        return 0
     print("\nNext:")
     print("  make ui                                   # Dagster UI (dagster dev) on http://127.0.0.1:3000")
     print("  .venv/bin/tributary sql 'SELECT * FROM gold.daily_revenue ORDER BY revenue DESC LIMIT 10'")

@@ -43,6 +43,7 @@ def test_demo_on_object_storage_equals_local_disk(spark, settings_factory, tmp_p
     assert port_free(int(started[1])), "the demo left its S3 test server running"
     assert f"tables in s3a://{DEMO_BUCKET}/warehouse" in demo.stdout
     assert "secret" not in demo.stdout.lower() + demo.stderr.lower()
+    assert "The S3 test server stopped with the demo" in demo.stdout and "tributary sql" not in demo.stdout
     bucket = home / "s3-server" / "buckets" / DEMO_BUCKET / "warehouse"
     assert any((bucket / "gold" / "daily_revenue" / "data").rglob("*.parquet"))
     assert not (home / "warehouse").exists()  # nothing of the tables on local disk
