@@ -201,7 +201,7 @@ def _usable(name: str, target: Path, marker: str) -> bool:
     return True
 
 
-def _sha256(path: Path) -> str:
+def file_sha256(path: Path) -> str:
     digest = hashlib.sha256()
     with path.open("rb") as fh:
         while chunk := fh.read(1 << 20):
@@ -234,7 +234,7 @@ def maven_jar(jar: MavenJar, cache: Path) -> Path:
                 f"Maven could not fetch {jar.coordinates}: {' '.join(detail) or f'exit code {proc.returncode}'}; "
                 "check that Maven reaches its repository (or a mirror in ~/.m2/settings.xml) and run 'make setup'"
             )
-        actual = _sha256(staged)
+        actual = file_sha256(staged)
         if actual != jar.sha256:
             raise SetupError(
                 f"jar {jar.coordinates} fetched by Maven has SHA-256 {actual}, not the pinned {jar.sha256}: "

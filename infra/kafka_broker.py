@@ -7,15 +7,13 @@ production broker. Production points `TRIBUTARY_KAFKA_BOOTSTRAP` at a real clust
 from __future__ import annotations
 
 import signal
-import socket
 import subprocess
 import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from infra.errors import SetupError
-from infra.ports import free_port
+from infra.ports import await_listening, free_port, stop_process
 
 
 @dataclass(frozen=True)
@@ -33,13 +31,7 @@ class Broker:
 
     def stop(self) -> None:
         """Stop the broker and wait for it to exit."""
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGINT)
-            try:
-                self.process.wait(10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(10)
+        stop_process(self.process, signal.SIGINT)
 
 
 def start_broker(data_dir: Path, port: int | None = None, timeout: float = 30.0) -> Broker:
@@ -53,13 +45,5 @@ def start_broker(data_dir: Path, port: int | None = None, timeout: float = 30.0)
     command = [str(binary), "start", "--only", "kafka", "--kafka-port", str(port), "--data-dir", str(data_dir)]
     process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
     log.close()
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise SetupError(f"the Kafka test broker exited at start (code {process.returncode}); see {log.name}")
-        with socket.socket() as s:
-            if s.connect_ex(("127.0.0.1", port)) == 0:
-                return Broker(process, port, data_dir)
-        time.sleep(0.1)
-    process.kill()
-    raise SetupError(f"the Kafka test broker did not listen on 127.0.0.1:{port} within {timeout:.0f} s; see {log.name}")
+    await_listening(process, port, timeout, "Kafka test broker", log.name)
+    return Broker(process, port, data_dir)

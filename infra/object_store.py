@@ -159,11 +159,15 @@ class ObjectStore:
             props["s3.secret-access-key"] = self.secret_key
         return props
 
-    def filesystem(self) -> S3FileSystem:
+    def filesystem(self, allow_bucket_creation: bool = False) -> S3FileSystem:
         """A pyarrow file system on this store (paths are `bucket/key`)."""
         from pyarrow.fs import S3FileSystem
 
-        options: dict[str, object] = {"region": self.region, "force_virtual_addressing": not self.path_style}
+        options: dict[str, object] = {
+            "region": self.region,
+            "force_virtual_addressing": not self.path_style,
+            "allow_bucket_creation": allow_bucket_creation,
+        }
         if self.endpoint is not None:
             parsed = urlparse(self.endpoint)
             options.update(endpoint_override=parsed.netloc, scheme=parsed.scheme)

@@ -12,18 +12,16 @@ from __future__ import annotations
 import secrets
 import shutil
 import signal
-import socket
 import subprocess
 import tempfile
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from infra.errors import SetupError
-from infra.jars import MavenJar, _sha256
+from infra.jars import MavenJar, file_sha256
 from infra.java import require_java
 from infra.object_store import ObjectStore
-from infra.ports import free_port
+from infra.ports import await_listening, free_port, stop_process
 
 S3PROXY = MavenJar(
     "org.gaul",
@@ -47,7 +45,7 @@ def s3proxy_jars(cache: Path) -> Path:
     """The folder of S3Proxy's jars in the jar cache, resolved with Maven (and its dependencies) the first time."""
     folder = cache / f"s3proxy-{S3PROXY.version}"
     main = folder / S3PROXY.file_name
-    if main.is_file() and _sha256(main) == S3PROXY.sha256:
+    if main.is_file() and file_sha256(main) == S3PROXY.sha256:
         return folder
     mvn = shutil.which("mvn")
     if mvn is None:
@@ -67,7 +65,7 @@ def s3proxy_jars(cache: Path) -> Path:
             raise SetupError(
                 f"Maven could not fetch {S3PROXY.coordinates}: {' '.join(detail) or f'exit code {proc.returncode}'}"
             )
-        actual = _sha256(staged / S3PROXY.file_name)
+        actual = file_sha256(staged / S3PROXY.file_name)
         if actual != S3PROXY.sha256:
             raise SetupError(f"{S3PROXY.coordinates} has SHA-256 {actual}, not the pinned {S3PROXY.sha256}: refused")
         shutil.rmtree(folder, ignore_errors=True)
@@ -96,28 +94,11 @@ class S3Server:
 
     def create_bucket(self, bucket: str) -> None:
         """Create `bucket` (nothing if it exists)."""
-        from pyarrow.fs import S3FileSystem
-
-        store = self.store()
-        fs = S3FileSystem(
-            endpoint_override=f"127.0.0.1:{self.port}",
-            scheme="http",
-            access_key=store.access_key,
-            secret_key=store.secret_key,
-            region=store.region,
-            allow_bucket_creation=True,
-        )
-        fs.create_dir(bucket)
+        self.store().filesystem(allow_bucket_creation=True).create_dir(bucket)
 
     def stop(self) -> None:
         """Stop the server and wait for it to exit."""
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(10)
+        stop_process(self.process, signal.SIGTERM)
 
 
 def start_s3_server(data_dir: Path, cache: Path, port: int | None = None, timeout: float = 60.0) -> S3Server:
@@ -162,13 +143,5 @@ def start_s3_server(data_dir: Path, cache: Path, port: int | None = None, timeou
     ]
     process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
     log.close()
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise SetupError(f"the S3 test server exited at start (code {process.returncode}); see {log.name}")
-        with socket.socket() as s:
-            if s.connect_ex(("127.0.0.1", port)) == 0:
-                return S3Server(process, port, data_dir, access, secret)
-        time.sleep(0.1)
-    process.kill()
-    raise SetupError(f"the S3 test server did not listen on 127.0.0.1:{port} within {timeout:.0f} s; see {log.name}")
+    await_listening(process, port, timeout, "S3 test server", log.name)
+    return S3Server(process, port, data_dir, access, secret)

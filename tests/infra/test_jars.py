@@ -21,7 +21,7 @@ def test_every_session_jar_is_pinned_and_cached(base_settings: Settings) -> None
     for jar in MAVEN_JARS:
         path = base_settings.jar_cache / jar.file_name
         assert path.is_file(), jar.coordinates  # `make setup` fetched all of them
-        assert jars._sha256(path) == jar.sha256
+        assert jars.file_sha256(path) == jar.sha256
 
 
 def test_a_fetched_jar_whose_checksum_differs_is_refused(tmp_path: Path) -> None:
