@@ -63,7 +63,7 @@ KAFKA_LINEAGE = (
 BOM = "\ufeff"
 _TEXT_MAP = MapType(StringType(), StringType())
 # Options of Spark's CSV reader that mean nothing to a per-line parse (the header is handled here).
-_READER_ONLY = {"header", "multiLine", "lineSep", "encoding", "enforceSchema", "inferSchema", "samplingRatio"}
+READER_ONLY_OPTIONS = {"header", "multiLine", "lineSep", "encoding", "enforceSchema", "inferSchema", "samplingRatio"}
 
 
 @dataclass(frozen=True)
@@ -187,7 +187,7 @@ def parse_json_lines(df: DataFrame, source: FileSource, keep_blank: bool = False
     # Spark renders a JSON number as text through a double: a decimal's exact text is its wide value's.
     texts = {name: F.coalesce(exact_texts[name], raw[name]) if name in exact_texts else raw[name] for name in names}
     unknown = F.map_filter(raw, lambda k, _: ~k.isin(*names))
-    rescued = _rescued(source.schema, values, texts, unknown)
+    rescued = rescued_json(source.schema, values, texts, unknown)
     return parsed.select(
         *[F.when(ok, values[f.name]).alias(f.name) for f in source.schema.fields],
         F.when(~ok | failed, F.col("_line")).alias(CORRUPT_COLUMN),
@@ -211,7 +211,7 @@ def parse_csv_lines(df: DataFrame, source: FileSource, headers: CsvHeaders, keep
     lines = clean_lines(df, layout_of[file_name(F.col("_metadata.file_path"))].alias("_layout"), keep_blank=keep_blank)
     header = _case(F.col("_layout"), [F.lit(h) for h in headers.header_lines], F.lit(None).cast("string"))
     lines = lines.filter(header.isNull() | (F.col("_line") != header))
-    options = {k: v for k, v in source.options if k not in _READER_ONLY}
+    options = {k: v for k, v in source.options if k not in READER_ONLY_OPTIONS}
     options["columnNameOfCorruptRecord"] = CORRUPT_COLUMN
     declared = {f.name: wide_type(f) for f in source.schema.fields}
     layout, line = F.col("_layout"), F.col("_line")
@@ -222,7 +222,7 @@ def parse_csv_lines(df: DataFrame, source: FileSource, headers: CsvHeaders, keep
     parsed = lines.select(
         "*",
         *[
-            F.from_csv(F.when(layout == i, line), _ddl(names, declared, typed=True), options).alias(f"_typed{i}")
+            F.from_csv(F.when(layout == i, line), csv_ddl(names, declared, typed=True), options).alias(f"_typed{i}")
             for i, names in enumerate(headers.layouts)
         ],
     )
@@ -240,12 +240,14 @@ def parse_csv_lines(df: DataFrame, source: FileSource, headers: CsvHeaders, keep
         extra = [n for n in names if n not in declared]
         # The text parse, only for a line that needs `_rescued_data`: undeclared columns, or a value that failed.
         texts_needed.append(
-            F.when(layout == i if extra else failed[i], F.from_csv(line, _ddl(names, declared, typed=False), options))
+            F.when(
+                layout == i if extra else failed[i], F.from_csv(line, csv_ddl(names, declared, typed=False), options)
+            )
         )
         raw = F.col(f"_text{i}")
         texts = {n: raw[n] for n in names if n in declared}
         unknown = F.create_map(*[x for n in extra for x in (F.lit(n), raw[n])]) if extra else None
-        rescued.append(F.when(raw.isNotNull(), _rescued(present, exact, texts, unknown)))
+        rescued.append(F.when(raw.isNotNull(), rescued_json(present, exact, texts, unknown)))
     with_texts = parsed.select("*", *[text.alias(f"_text{i}") for i, text in enumerate(texts_needed)])
     corrupt = [F.when(fail, line) for fail in failed]
     return with_texts.select(
@@ -264,7 +266,7 @@ def with_corrupt(schema: StructType) -> StructType:
     return StructType([*schema.fields, StructField(CORRUPT_COLUMN, StringType())])
 
 
-def _ddl(names: tuple[str, ...], declared: dict, typed: bool) -> str:
+def csv_ddl(names: tuple[str, ...], declared: dict, typed: bool) -> str:
     columns = [f"`{n}` {declared[n].simpleString() if typed and n in declared else 'string'}" for n in names]
     return ", ".join([*columns, f"`{CORRUPT_COLUMN}` string"])
 
@@ -279,7 +281,9 @@ def _case(key: Column, options: list[Column], default: Column) -> Column:
     return out.otherwise(default)
 
 
-def _rescued(schema: StructType, values: dict[str, Column], texts: dict[str, Column], unknown: Column | None) -> Column:
+def rescued_json(
+    schema: StructType, values: dict[str, Column], texts: dict[str, Column], unknown: Column | None
+) -> Column:
     """`_rescued_data` of one parsed record: a JSON object of the fields the schema does not declare (`unknown`)
     and of the declared fields whose text did not convert exactly (their `values` NULL), with their original text
     (NULL when empty)."""

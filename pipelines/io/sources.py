@@ -20,13 +20,14 @@ from pyspark.sql.streaming import DataStreamReader
 from infra.errors import ConfigError, PipelineError
 from infra.paths import canonical_all, local_path, misnamed_compression, open_landed
 from infra.settings import Settings
-from pipelines.io import file_ledger
+from pipelines.io import csv_reader, file_ledger
 from pipelines.io.checkpoints import pending_batch, seen_files
 from pipelines.io.landing import is_landed_name, landed_paths, landing_folder
 from pipelines.io.landing_parse import (
     CORRUPT_COLUMN,
     RESCUED_COLUMN,
     CsvHeaders,
+    file_name,
     parse_csv_lines,
     parse_json_lines,
     read_csv_headers,
@@ -205,6 +206,28 @@ def batch_read_files(spark: SparkSession, source: FileSource, files: list[str]) 
             paths.extend(sorted(p for p in local.iterdir() if p.is_file()) if local.is_dir() else [local])
     df = parse_landed(_reader(spark.read, source).load(files), source, csv_headers(source, paths))
     return df.withColumn("_source_file", F.col("_metadata.file_path")).drop("_metadata", "_layout")
+
+
+def read_batch_by_reader(
+    spark: SparkSession, source: FileSource, headers: CsvHeaders | None, files: list[str], lines: DataFrame
+) -> tuple[DataFrame, int] | None:
+    """One micro-batch of landed CSV files (`files`) read by Spark's CSV reader where it reads them exactly as the
+    line parse does (`pipelines.io.csv_reader`), and how many files it reads; the other files' rows are taken
+    from `lines`, the batch parsed per line (`read_files`). None when no file qualifies: then `lines` is the batch."""
+    if headers is None or not csv_reader.reader_applies(source) or not _reads_lines(source):
+        return None
+    by_layout, rest = csv_reader.split_files(headers, files)
+    if not by_layout:
+        return None
+    frames = [csv_reader.read_layout(spark, source, headers.layouts[i], paths) for i, paths in by_layout.items()]
+    out = frames[0]
+    for frame in frames[1:]:
+        out = out.unionByName(frame)
+    out = out.withColumn("_ingested_at", F.current_timestamp())
+    if rest:
+        names = [Path(f).name for f in rest]
+        out = out.unionByName(lines.drop("_layout").filter(file_name(F.col("_source_file")).isin(names)))
+    return out, sum(len(paths) for paths in by_layout.values())
 
 
 def read_files(

@@ -48,6 +48,15 @@ class RunReport:
         return self.metrics.get(f"rows_written:{name}", 0) + self.metrics.get(f"rows_upserted:{name}", 0)
 
 
+def count_landed(report: RunReport, rows: int, data_batches: int) -> None:
+    """A file source's rows in: its landed records (`pipelines.write.file_health.record`), not the lines Spark's
+    stream counted (header and blank lines included, files read by the CSV reader left out)."""
+    report.rows_in = rows
+    report.data_batches = data_batches
+    busy_ms = sum(report.batch_durations_ms)
+    report.processed_rows_per_second = round(rows * 1000 / busy_ms, 1) if rows and busy_ms else 0.0
+
+
 def fill_from_progress(report: RunReport, progress: list[dict[str, Any]], copies: int = 1) -> None:
     """Fill `report` from the query's progress; `copies`: how often the query reads each source row (late split: 2)."""
     data_ms = 0

@@ -33,7 +33,7 @@ from pipelines.io.sources import (
 from pipelines.run import streams
 from pipelines.run.kafka_run import run_kafka_table
 from pipelines.run.locks import table_lock
-from pipelines.run.report import RunReport, fill_from_progress
+from pipelines.run.report import RunReport, count_landed, fill_from_progress
 from pipelines.spec.modes import check_query_mode
 from pipelines.spec.tables import FileSource, KafkaSource, StaticSource, TableSource, TableSpec
 from pipelines.write import file_health
@@ -162,6 +162,8 @@ def _run_locked(session: Session, settings: Settings, spec: TableSpec, clock: St
                 raise
     mark_finished(checkpoint)
     fill_from_progress(report, progress, streams.source_copies(spec))
+    if isinstance(spec.source, FileSource):
+        count_landed(report, metrics.pop(file_health.LANDED_ROWS, 0), metrics.pop(file_health.LANDED_BATCHES, 0))
     report.metrics = dict(metrics)
     if landed is not None:
         _after_all_read(settings, spec, landed, checkpoint, clock, report)

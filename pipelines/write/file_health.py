@@ -22,6 +22,7 @@ from infra.errors import PipelineError
 from infra.identifiers import is_column_name
 from infra.paths import local_path
 from pipelines.io.checkpoints import seen_files
+from pipelines.io.csv_reader import REPARSE_MARK
 from pipelines.io.landing_parse import (
     CORRUPT_COLUMN,
     REJECTED_COLUMN,
@@ -32,6 +33,7 @@ from pipelines.io.landing_parse import (
     unknown_fields,
     without_rescued,
 )
+from pipelines.io.sources import read_batch_by_reader
 from pipelines.spec.tables import FileSource, TableSpec, files_output
 from pipelines.write.sinks import AppendSink, BatchContext
 
@@ -54,6 +56,8 @@ class FileHealth:
     rescued_rows: int = 0
     reason: str | None = None
     new_fields: list[str] = field(default_factory=list)
+    # Rows Spark's CSV reader could not give their line (`pipelines.io.csv_reader.REPARSE_MARK`): parse again.
+    reparse_rows: int = 0
 
     def describe(self, table: str) -> str:
         """One line naming the file, what is wrong with it and what to do."""
@@ -86,6 +90,7 @@ def file_stats(batch: DataFrame, source: FileSource) -> DataFrame:
         F.count(CORRUPT_COLUMN).alias("corrupt"),
         F.count(RESCUED_COLUMN).alias("rescued"),
         F.array_distinct(F.flatten(F.collect_set(unknown_fields(source.schema)))).alias("new_fields"),
+        F.count(F.when(F.col(CORRUPT_COLUMN) == REPARSE_MARK, 1)).alias("reparse"),
     )
 
 
@@ -99,6 +104,7 @@ def assess(ctx: BatchContext, batch: DataFrame, spec: TableSpec, headers: CsvHea
     for row in stats:
         path = str(local_path(row["_source_file"]) or row["_source_file"])
         health = FileHealth(path, "ok", row["rows"], row["corrupt"], row["rescued"], None, sorted(row["new_fields"]))
+        health.reparse_rows = row["reparse"]
         problem = problems.get(Path(path).name)
         ratio = health.corrupt_rows / health.rows
         if problem:
@@ -161,8 +167,16 @@ def stamp(rows: DataFrame, health: list[FileHealth]) -> DataFrame:
     return rows.withColumn(REJECTED_COLUMN, reasons[file_name(F.col("_source_file"))])
 
 
+# Metrics of every batch written (replays included): the run's rows in are its landed records, counted per file
+# (header lines and blank lines are not records; Spark's own input count does not see files read by the CSV reader).
+LANDED_ROWS, LANDED_BATCHES = "landed_rows", "landed_batches"
+
+
 def record(ctx: BatchContext, spec: TableSpec, health: list[FileHealth]) -> None:
     """Append the batch's file health to `<table>_files` (once per batch, like every append) and count it."""
+    rows = sum(h.rows for h in health)
+    ctx.metrics[LANDED_ROWS] += rows
+    ctx.metrics[LANDED_BATCHES] += 1 if rows else 0
     if not health or spec.files_table is None:
         return
     replayed = ctx.already_committed(spec.files_table)
@@ -187,16 +201,36 @@ def write_landed(ctx: BatchContext, df: DataFrame, spec: TableSpec, headers: Csv
     """Check one micro-batch of landed rows file by file, record their health, then write it through the sink.
 
     Nothing is written when the batch fails a check. Bronze keeps the rows of a rejected file (stamped); a
-    table that reads landed files directly does not receive them.
+    table that reads landed files directly does not receive them. CSV files that Spark's CSV reader reads
+    exactly as the line parse does are read by it (`pipelines.io.csv_reader`); when a row needs its line back,
+    the batch is parsed line by line instead, before anything is written.
     """
     if headers is not None:
         check_layouts(ctx, headers)
-    if write_staged(ctx, df, spec, headers):
-        return
+    source = spec.source
+    assert isinstance(source, FileSource)
+    with ctx.clock.stage("batch.reader_plan"):
+        by_reader = read_batch_by_reader(ctx.spark, source, headers, batch_files(ctx), df)
+    if by_reader is not None:
+        frame, files = by_reader
+        if _write_checked(ctx, frame, spec, headers):
+            ctx.metrics["files_read_by_csv_reader"] += files
+            return
+        ctx.metrics["batches_parsed_again"] += 1
+    _write_checked(ctx, df, spec, headers)
+
+
+def _write_checked(ctx: BatchContext, df: DataFrame, spec: TableSpec, headers: CsvHeaders | None) -> bool:
+    """`write_landed` for one way of reading the batch; False (nothing written) when a row must be parsed again."""
+    staged = write_staged(ctx, df, spec, headers)
+    if staged is not None:
+        return staged
     batch = df.persist()
     try:
         with ctx.clock.stage("batch.file_health"):
             health = assess(ctx, batch, spec, headers)
+        if any(h.reparse_rows for h in health):
+            return False
         check_evolution(ctx, spec, health)
         rows = stamp(batch.drop("_layout"), health)
         if spec.layer != "bronze":
@@ -205,16 +239,18 @@ def write_landed(ctx: BatchContext, df: DataFrame, spec: TableSpec, headers: Csv
         with ctx.clock.stage("batch.files_table"):
             record(ctx, spec, health)
         spec.sink.write(ctx, spec.transform(rows))
+        return True
     finally:
         batch.unpersist()
 
 
-def write_staged(ctx: BatchContext, df: DataFrame, spec: TableSpec, headers: CsvHeaders | None) -> bool:
+def write_staged(ctx: BatchContext, df: DataFrame, spec: TableSpec, headers: CsvHeaders | None) -> bool | None:
     """Write-audit-publish for a bronze table that keeps landed rows as read: the batch is parsed and written once,
     off the main branch; its file health is read back from the written rows (a few columns of Parquet), and the
     write is published only when every file is accepted. Otherwise the staged
-    write is left unpublished (nobody reads it; snapshot expiry removes it) and False sends the batch through
-    the checked path, which stamps rejected files. Returns whether the batch was written here.
+    write is left unpublished (nobody reads it; snapshot expiry removes it) and None sends the batch through
+    the checked path, which stamps rejected files. Returns True when the batch was written here, False when a
+    row must be parsed again (nothing published), None when the checked path is to write it.
 
     This replaces caching the parsed batch for the health aggregation and then writing it from the cache, for
     batches of at least `TRIBUTARY_STAGE_LANDING_MB`.
@@ -222,24 +258,26 @@ def write_staged(ctx: BatchContext, df: DataFrame, spec: TableSpec, headers: Csv
     source = spec.source
     assert isinstance(source, FileSource)
     if spec.layer != "bronze" or not isinstance(spec.sink, AppendSink) or source.schema_evolution == "add_new_columns":
-        return False  # (columns added by evolution are filled from the rescued data by the checked path)
+        return None  # (columns added by evolution are filled from the rescued data by the checked path)
     if ctx.already_committed(ctx.table):
-        return False  # a replayed batch goes the checked path, which skips what it already committed
+        return None  # a replayed batch goes the checked path, which skips what it already committed
     files = batch_files(ctx)
     if sum(Path(f).stat().st_size for f in files if Path(f).exists()) < ctx.stage_bytes:
-        return False  # caching a small batch costs less than staging's extra commit and read-back
+        return None  # caching a small batch costs less than staging's extra commit and read-back
     if headers is not None and any(Path(f).name in headers.problems for f in files):
-        return False
+        return None
     rows = stamp(df.drop("_layout"), [])
     if spec.transform(rows) is not rows:
-        return False  # an author's function may drop or change lineage columns: health is taken before it
+        return None  # an author's function may drop or change lineage columns: health is taken before it
     staged = ctx.stage(spec.sink.rows(ctx, rows), ctx.table)
     with ctx.clock.stage("batch.file_health"):
         health = assess(ctx, ctx.fmt.read_staged(df.sparkSession, ctx.table, staged), spec, headers)
+    if any(h.reparse_rows for h in health):
+        return False
     check_evolution(ctx, spec, health)
     if any(h.status == "rejected" for h in health):
         ctx.metrics["staged_batches_checked_again"] += 1
-        return False
+        return None
     with ctx.clock.stage("batch.files_table"):
         record(ctx, spec, health)
     ctx.publish(df.sparkSession, staged, ctx.table)

@@ -87,6 +87,9 @@ def _reconciled(spark: SparkSession, settings: Settings, registry: Registry) -> 
     assert not result.failed, [o.summary() for o in result.failed]
 
 
+REPORTS: dict[str, RunReport] = {}
+
+
 @pytest.fixture(scope="module")
 def home(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> Settings:
     """One home for the CSV and JSON datasets, each landed and run once (bronze, then silver).
@@ -100,7 +103,8 @@ def home(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> Setti
         fh.write(GZ_ROWS)
     _land(settings.landing / "orders_json", {k: v.encode() for k, v in JSON_FILES.items()})
     for registry in (CSV, JSONL):
-        _run_all(spark, settings, registry)
+        for report in _run_all(spark, settings, registry):
+            REPORTS[report.table] = report
     return settings
 
 
@@ -194,6 +198,10 @@ def test_csv_every_line_is_accounted_for(spark: SparkSession, home: Settings) ->
     assert set(_quarantine(spark, home, "orders_csv")) == {"m1", "m2", "f1", "f2", "l2", "s2"}
     assert len(_files(spark, home, "bronze.orders_csv")) == len(CSV_FILES) + 1
     _reconciled(spark, home, CSV)
+    # Spark's CSV reader read the plain files; the line parse the others (not UTF-8, gzip, empty, a bad header).
+    assert REPORTS["bronze.orders_csv"].metrics["files_read_by_csv_reader"] == 7
+    # Rows in are the landed records of every file, however read (header lines are not records).
+    assert REPORTS["bronze.orders_csv"].rows_in == table(spark, home, "bronze.orders_csv").count() == 16
 
 
 def test_json_new_field_is_rescued(spark: SparkSession, home: Settings) -> None:
