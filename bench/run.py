@@ -29,6 +29,7 @@ SECTIONS = (
     ("bench.streaming", "bench_streaming"),
     ("bench.many_files", "bench_many_files"),
     ("bench.scale", "bench_scale"),
+    ("bench.wide_csv", "bench_wide_csv"),
     ("bench.cluster", "bench_cluster"),
 )
 

@@ -44,8 +44,11 @@ WIDE_SCHEMA = StructType(
 _START = datetime(2026, 1, 1)
 
 
-def generate_wide_csv(folder: Path, rows: int, files: int, seed: int = 1, first_id: int = 0) -> list[Path]:
-    """Write `rows` rows (ids from `first_id`) as `files` CSV files with a header under `folder`; their paths."""
+def generate_wide_csv(
+    folder: Path, rows: int, files: int, seed: int = 1, first_id: int = 0, days: int = 90
+) -> list[Path]:
+    """Write `rows` rows (ids from `first_id`, times over `days` days) as `files` CSV files with a header under
+    `folder`; their paths."""
     rnd = random.Random(seed)
     folder.mkdir(parents=True, exist_ok=True)
     paths = []
@@ -56,7 +59,7 @@ def generate_wide_csv(folder: Path, rows: int, files: int, seed: int = 1, first_
             out = csv.writer(fh)
             out.writerow(WIDE_SCHEMA.names)
             for n in range(first_id + index * per_file, first_id + min(rows, (index + 1) * per_file)):
-                at = _START + timedelta(seconds=rnd.randrange(86400 * 90))
+                at = _START + timedelta(seconds=rnd.randrange(86400 * days))
                 out.writerow(
                     [
                         n,

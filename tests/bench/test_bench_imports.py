@@ -39,3 +39,16 @@ def test_the_landing_parse_section_runs_on_a_tiny_input(spark, fresh_settings) -
         "json_within_1.3x_spark_reader",
         "csv_within_1.3x_spark_reader",
     }
+
+
+def test_the_wide_csv_section_runs_on_a_tiny_input(spark, fresh_settings) -> None:
+    from bench.wide_csv import RESENT_ROWS, bench_wide_csv
+
+    out = bench_wide_csv(fresh_settings, rows=1_200, small_rows=300, days=2, increment_rows=300, in_process=True)
+    # The increment's re-sent rows are dropped by the dedupe; gold equals plain Spark's to the row.
+    assert out["silver_rows"] == 1_200 + 300 - RESENT_ROWS
+    assert out["gold_equal_to_plain_spark"] is True
+    assert out["columns"] >= 15 and out["files"] >= 10
+    for key in ("ratio_chain_vs_plain_spark", "ratio_bronze_vs_plain_spark", "ratio_increment_large_vs_small"):
+        assert out[key] > 0, key
+    assert out["targets"]["silver_rows_exact"] and out["targets"]["gold_equal_to_plain_spark"]
