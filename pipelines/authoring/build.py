@@ -120,7 +120,12 @@ def build_spec(d: Declaration, specs: dict[str, TableSpec]) -> TableSpec:
         ordered_frames = [frames[d.params.index(p)] for p in params] if params else frames
         return (call if kind.recomputes else transform)(*ordered_frames)
 
-    output = OutputTable(d.name, d.schema, _partition_by(d), infer=schemas.inferrer(d, specs, plan, kind.finish))
+    partition_by = _partition_by(d)
+    # A default days(<time>) partitioning may be coarsened from the upstream's time span when the table is created.
+    grain_from = main.table if main and not d.partition_by else None
+    output = OutputTable(
+        d.name, d.schema, partition_by, grain_from, infer=schemas.inferrer(d, specs, plan, kind.finish)
+    )
     built = kind.build(d, output, rules, call)
     late = (late_output(f"{d.name}_late"),) if d.late else ()
     secondary: list[TableSource | StaticSource] = [

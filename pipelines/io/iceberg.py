@@ -27,6 +27,7 @@ from pipelines.io.iceberg_history import (
     WAP_PREFIX,
     WRITER_PROPERTY,
 )
+from pipelines.io.partition_grain import chosen_partitions, table_grain, widened
 from pipelines.spec.tables import OutputTable
 
 # How a landing batch is written: its rows share one `_ingested_at` day (one timestamp per micro-batch), so each
@@ -69,7 +70,9 @@ class IcebergFormat:
                 spark.sql(f"ALTER TABLE {qualified} ADD COLUMNS ({columns})")
             return
         props = ", ".join(f"'{k}'='{v}'" for k, v in DEFAULT_TABLE_PROPERTIES.items())
-        partition = f" PARTITIONED BY ({', '.join(table.partition_by)})" if table.partition_by else ""
+        upstream = self.qualified(table.grain_from) if table.grain_from else None
+        partition_by = chosen_partitions(spark, table.partition_by, upstream)
+        partition = f" PARTITIONED BY ({', '.join(partition_by)})" if partition_by else ""
         ddl = ", ".join(f"{f.name} {f.dataType.simpleString()}" for f in table.schema.fields)
         spark.sql(f"CREATE TABLE IF NOT EXISTS {qualified} ({ddl}) USING iceberg{partition} TBLPROPERTIES ({props})")
 
@@ -204,15 +207,18 @@ class IcebergFormat:
         df.writeTo(self.qualified(name)).overwrite(F.lit(True))
 
     def replace_days(self, df: DataFrame, name: str, days: DayRange, operation: str) -> int | None:
-        """One Iceberg overwrite by filter: the range follows the table's day partitions, so whole files are
-        dropped (no row-level rewrite)."""
+        """One Iceberg overwrite by filter on whole partitions, so whole files are dropped (no row-level
+        rewrite): on a table partitioned by months or years, the partitions' other days are written again."""
         qualified = self.qualified(name)
+        whole = widened(days, table_grain(df.sparkSession, qualified, days.column))
+        if whole != days:
+            df = df.unionByName(df.sparkSession.table(qualified).filter(whole.condition() & ~days.condition()))
         op_id = uuid.uuid4().hex
         (
             df.writeTo(qualified)
             .option(f"snapshot-property.{OPERATION_PROPERTY}", operation)
             .option(f"snapshot-property.{OPERATION_ID_PROPERTY}", op_id)
-            .overwrite(days.condition())
+            .overwrite(whole.condition())
         )
         found = df.sparkSession.sql(
             f"SELECT snapshot_id FROM {qualified}.snapshots WHERE summary['{OPERATION_ID_PROPERTY}'] = :op",

@@ -6,7 +6,6 @@ partitions. Every replacement is a single commit (Iceberg or Delta), so a failur
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
 from typing import Any
@@ -15,12 +14,11 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import DateType, TimestampNTZType, TimestampType
 
 from infra.errors import ConfigError, PipelineError
-from infra.identifiers import COLUMN_PATTERN, is_column_name
+from infra.identifiers import is_column_name
 from infra.settings import Settings
 from pipelines.io.formats import DayRange, TableFormat, table_format
+from pipelines.io.partition_grain import time_transform
 from pipelines.spec.tables import OutputTable, TableSpec
-
-_DAYS = re.compile(rf"^days\(\s*({COLUMN_PATTERN})\s*\)$")
 
 
 @dataclass
@@ -53,17 +51,19 @@ class RangeReport:
 
 
 def day_column(out: OutputTable) -> str:
-    """The column whose days partition `out`: `days(col)` on a timestamp, or an identity partition on a date."""
+    """The column whose days partition `out`: `days(col)` (or `months`, `years`) on a timestamp or date, or an
+    identity partition on a date."""
     for item in out.partition_by:
         text = item.strip().lower()
-        match = _DAYS.match(text)
-        if match:
-            return match.group(1)
+        transform = time_transform(text)
+        if transform:
+            return transform[1]
         if is_column_name(text) and text in out.schema.names and isinstance(out.schema[text].dataType, DateType):
             return text
     raise ConfigError(
         f"table {out.name!r} is not partitioned by day (partition_by={list(out.partition_by)}); only tables "
-        "partitioned by days(<timestamp>) or by a date column can be backfilled or reprocessed by date range"
+        "partitioned by days(<timestamp>) (or months, years) or by a date column can be backfilled or reprocessed "
+        "by date range"
     )
 
 

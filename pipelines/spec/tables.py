@@ -163,11 +163,14 @@ class OutputTable:
 
     `declared` is the schema given by the author. `infer`, when set, derives the schema from the table's
     transform (with Spark, on first use; `pipelines.authoring.schemas`) and checks it against `declared`.
+    `grain_from` names the upstream table whose time span, when the table is created, may make a default
+    `days(<time>)` partitioning `months` or `years` (`pipelines.io.partition_grain`).
     """
 
     name: str
     declared: StructType | None = None
     partition_by: tuple[str, ...] = ()
+    grain_from: str | None = None
     infer: Callable[[], StructType] | None = field(default=None, compare=False, repr=False)
     _resolved: list[StructType] = field(default_factory=list, init=False, compare=False, repr=False)
 

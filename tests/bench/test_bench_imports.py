@@ -44,11 +44,14 @@ def test_the_landing_parse_section_runs_on_a_tiny_input(spark, fresh_settings) -
 def test_the_wide_csv_section_runs_on_a_tiny_input(spark, fresh_settings) -> None:
     from bench.wide_csv import RESENT_ROWS, bench_wide_csv
 
-    out = bench_wide_csv(fresh_settings, rows=1_200, small_rows=300, days=2, increment_rows=300, in_process=True)
+    out = bench_wide_csv(fresh_settings, rows=1_200, small_rows=300, days=200, increment_rows=300, in_process=True)
     # The increment's re-sent rows are dropped by the dedupe; gold equals plain Spark's to the row.
     assert out["silver_rows"] == 1_200 + 300 - RESENT_ROWS
     assert out["gold_equal_to_plain_spark"] is True
     assert out["columns"] >= 15 and out["files"] >= 10
+    # 200 days of order times: the silver table's default days(ordered_at) became months, 7 partitions.
+    assert out["silver_partitioned_by"] == "months(ordered_at)"
+    assert out["silver_data_files"] <= 2 * 8
     for key in ("ratio_chain_vs_plain_spark", "ratio_bronze_vs_plain_spark", "ratio_increment_large_vs_small"):
         assert out[key] > 0, key
     assert out["targets"]["silver_rows_exact"] and out["targets"]["gold_equal_to_plain_spark"]

@@ -1,0 +1,83 @@
+"""How coarse a table's time partitions are: chosen from the data when the layout is a default, and day ranges
+widened to whole partitions when a range of days is replaced.
+
+The rule (docs/authoring.md, "partitioning"): a table partitioned by default by `days(<time>)` counts, when it is
+created, the distinct days of `<time>` in its upstream table. Up to `MAX_FIRST_PARTITIONS` days it stays `days`;
+up to that many distinct months it becomes `months(<time>)`, beyond that `years(<time>)`. So a first load of two
+years of history writes 24 partitions, not 730, while a table that starts with today's data keeps one partition per
+day.
+A `partition_by=` written by the author is never changed.
+
+Ranges of days (backfill, reprocess, Dagster's daily partitions) stay ranges of days whatever the grain: replacing
+days of a `months` table rewrites the whole months they fall in, in the same single commit, keeping the month's
+other days as they were (`widened`).
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import date, timedelta
+
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
+
+from infra.identifiers import COLUMN_PATTERN
+from pipelines.io.format_types import DayRange
+
+# A first load never creates more partitions than this by default.
+MAX_FIRST_PARTITIONS = 100
+GRAINS = ("days", "months", "years")
+_TIME_TRANSFORM = re.compile(rf"^(days|months|years)\(\s*({COLUMN_PATTERN})\s*\)$", re.IGNORECASE)
+
+
+def time_transform(item: str) -> tuple[str, str] | None:
+    """(`days`|`months`|`years`, column) of a partition item such as `months(ts)`, else None."""
+    match = _TIME_TRANSFORM.match(item.strip())
+    return (match.group(1).lower(), match.group(2)) if match else None
+
+
+def grain_for(days: int, months: int) -> str:
+    """The finest grain at which data on `days` distinct days (in `months` distinct months) makes at most
+    `MAX_FIRST_PARTITIONS` partitions."""
+    if days <= MAX_FIRST_PARTITIONS:
+        return "days"
+    return "months" if months <= MAX_FIRST_PARTITIONS else "years"
+
+
+def widened(days: DayRange, grain: str) -> DayRange:
+    """`days` grown to whole partitions of `grain` (itself for `days`)."""
+    if grain == "months":
+        after = date(days.end.year + days.end.month // 12, days.end.month % 12 + 1, 1)
+        return DayRange(days.column, days.start.replace(day=1), after - timedelta(days=1), days.timestamp)
+    if grain == "years":
+        return DayRange(days.column, date(days.start.year, 1, 1), date(days.end.year, 12, 31), days.timestamp)
+    return days
+
+
+def chosen_partitions(spark: SparkSession, partition_by: tuple[str, ...], upstream: str | None) -> tuple[str, ...]:
+    """`partition_by` with each `days(<time>)` coarsened by the days `<time>` takes in the (qualified) `upstream`
+    table (one read of that column, once, when the table is created); unchanged without an upstream, when the
+    upstream lacks the column or holds no time yet. Distinct days rather than the span, so that one far-off
+    time does not coarsen a table."""
+    if upstream is None or not spark.catalog.tableExists(upstream):
+        return partition_by
+    chosen = []
+    for item in partition_by:
+        transform = time_transform(item)
+        if transform and transform[0] == "days" and transform[1] in spark.table(upstream).columns:
+            day = F.to_date(F.col(transform[1])).alias("day")
+            found = spark.table(upstream).select(day).where("day IS NOT NULL").distinct()
+            counts = found.agg(F.count(F.lit(1)), F.countDistinct(F.trunc("day", "month"))).first()
+            if counts is not None and counts[0]:
+                item = f"{grain_for(counts[0], counts[1])}({transform[1]})"
+        chosen.append(item)
+    return tuple(chosen)
+
+
+def table_grain(spark: SparkSession, qualified: str, column: str) -> str:
+    """How coarse the Iceberg table's time partitions on `column` are now (`days` for an identity date)."""
+    for row in spark.sql(f"DESCRIBE TABLE {qualified}").collect():
+        transform = time_transform(row.data_type or "") if row.col_name.startswith("Part ") else None
+        if transform and transform[1] == column:
+            return transform[0]
+    return "days"

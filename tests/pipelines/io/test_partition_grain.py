@@ -1,0 +1,89 @@
+"""A default days(<time>) layout coarsened from the upstream's span, and day ranges replaced on coarser partitions."""
+
+from __future__ import annotations
+
+from datetime import date, datetime, timedelta
+
+from pyspark.sql import SparkSession
+from pyspark.sql.types import IntegerType, StructField, StructType, TimestampType
+
+from infra.settings import Settings
+from pipelines.io.format_types import DayRange
+from pipelines.io.formats import table_format
+from pipelines.io.partition_grain import MAX_FIRST_PARTITIONS, grain_for, table_grain, time_transform, widened
+from pipelines.spec.tables import OutputTable
+
+SCHEMA = StructType([StructField("n", IntegerType()), StructField("ts", TimestampType())])
+
+
+def test_the_grain_is_the_finest_that_keeps_a_first_load_to_few_partitions() -> None:
+    assert grain_for(1, 1) == "days"
+    assert grain_for(MAX_FIRST_PARTITIONS, 4) == "days"
+    assert grain_for(MAX_FIRST_PARTITIONS + 1, 4) == "months"
+    assert grain_for(730, 24) == "months"
+    assert grain_for(3000, MAX_FIRST_PARTITIONS) == "months"
+    assert grain_for(3000, MAX_FIRST_PARTITIONS + 1) == "years"
+    assert MAX_FIRST_PARTITIONS == 100
+
+
+def test_a_range_of_days_widens_to_whole_partitions() -> None:
+    days = DayRange("ts", date(2024, 2, 10), date(2024, 12, 3), timestamp=True)
+    assert widened(days, "days") == days
+    assert widened(days, "months") == DayRange("ts", date(2024, 2, 1), date(2024, 12, 31), timestamp=True)
+    assert widened(DayRange("ts", date(2024, 2, 29), date(2024, 2, 29), True), "months").end == date(2024, 2, 29)
+    assert widened(days, "years") == DayRange("ts", date(2024, 1, 1), date(2024, 12, 31), timestamp=True)
+    assert time_transform(" Months( event_time ) ") == ("months", "event_time")
+    assert time_transform("bucket(4, id)") is None
+
+
+def _upstream(spark: SparkSession, fmt, name: str, days: list[str]) -> None:
+    fmt.ensure_table(spark, OutputTable(name, SCHEMA))
+    rows = [(i, datetime.fromisoformat(d)) for i, d in enumerate(days)]
+    fmt.append(spark.createDataFrame(rows, SCHEMA), name, "test", 0)
+
+
+def test_a_default_days_layout_follows_the_upstream_span(spark: SparkSession, fresh_settings: Settings) -> None:
+    fmt = table_format(fresh_settings)
+    every_day = [f"{date(2024, 1, 1) + timedelta(days=i)} 12:00:00" for i in range(730)]
+    _upstream(spark, fmt, "bronze.two_years", every_day)
+    # Ten days and one far-off time: eleven partitions by day, so days stay.
+    _upstream(spark, fmt, "bronze.ten_days", [*every_day[:10], "2099-12-31 23:00:00"])
+    every_month = [f"{2001 + i // 12}-{i % 12 + 1:02d}-01 00:00:00" for i in range(101)]
+    _upstream(spark, fmt, "bronze.decades", [*every_day[:101], *every_month])
+    for upstream, grain in (("bronze.two_years", "months"), ("bronze.ten_days", "days"), ("bronze.decades", "years")):
+        name = f"silver.from_{upstream.split('.')[1]}"
+        fmt.ensure_table(spark, OutputTable(name, SCHEMA, ("days(ts)",), grain_from=upstream))
+        assert table_grain(spark, fmt.qualified(name), "ts") == grain, name
+    # The author's layout is kept whatever the data; an upstream without the column leaves the default as it is.
+    fmt.ensure_table(spark, OutputTable("silver.declared", SCHEMA, ("days(ts)",)))
+    assert table_grain(spark, fmt.qualified("silver.declared"), "ts") == "days"
+    other = StructType([StructField("n", IntegerType()), StructField("at", TimestampType())])
+    fmt.ensure_table(spark, OutputTable("silver.other", other, ("days(at)",), grain_from="bronze.two_years"))
+    assert table_grain(spark, fmt.qualified("silver.other"), "at") == "days"
+
+
+def test_replacing_days_of_a_monthly_table_keeps_the_other_days_of_its_months(
+    spark: SparkSession, fresh_settings: Settings
+) -> None:
+    fmt = table_format(fresh_settings)
+    name = "silver.monthly"
+    fmt.ensure_table(spark, OutputTable(name, SCHEMA, ("months(ts)",)))
+    before = ["2024-02-29 23:59:59", "2024-03-01 00:00:00", "2024-03-15 08:00:00", "2024-03-15 23:59:59"]
+    before += ["2024-03-16 00:00:00", "2024-03-31 23:59:59", "2024-04-01 00:00:00", "2024-04-20 00:00:00"]
+    fmt.append(
+        spark.createDataFrame([(i, datetime.fromisoformat(d)) for i, d in enumerate(before)], SCHEMA), name, "t", 0
+    )
+    new = spark.createDataFrame([(100, datetime(2024, 3, 15, 12)), (101, datetime(2024, 4, 1, 1))], SCHEMA)
+
+    fmt.replace_days(new, name, DayRange("ts", date(2024, 3, 15), date(2024, 4, 1), timestamp=True), "backfill")
+
+    rows = sorted((r.n, r.ts.isoformat(" ")) for r in spark.table(fmt.qualified(name)).collect())
+    assert rows == [
+        (0, "2024-02-29 23:59:59"),
+        (1, "2024-03-01 00:00:00"),
+        (7, "2024-04-20 00:00:00"),
+        (100, "2024-03-15 12:00:00"),
+        (101, "2024-04-01 01:00:00"),
+    ]
+    operations = [r.operation for r in spark.sql(f"SELECT operation FROM {fmt.qualified(name)}.snapshots").collect()]
+    assert operations == ["append", "overwrite"]  # one commit replaced the range
