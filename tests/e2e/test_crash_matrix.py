@@ -45,7 +45,8 @@ CASES = [
     ("gold.event_counts_5m", 1, "before", 1),
     ("gold.event_counts_5m", 1, "after", 1),
     ("gold.event_counts_5m", 1, "committed", 1),
-    ("silver.products", 0, "after", 1),  # upsert by version
+    ("silver.products", 0, "before", 1),  # upsert by version, landed CSV read by Spark's CSV reader
+    ("silver.products", 0, "after", 1),
     ("silver.customers", 1, "before", 1),  # CDC: file health, SCD2 history, then SCD1 current rows
     ("silver.customers", 1, "between", 1),
     ("silver.customers", 1, "between-2", 1),
