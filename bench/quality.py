@@ -5,16 +5,20 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from pyspark.sql import SparkSession
+
 from infra.settings import Settings
 from infra.spark import get_spark
 from pipelines.authoring.discover import load_registry
 from pipelines.datasets.ecommerce.sample_data import generate
 from pipelines.io.formats import table_format
 from pipelines.run.runner import run_table
+from pipelines.spec.registry import Registry
 from quality.gx_runner import validate_table
 from quality.reconcile import pipelines_of, reconcile_pipeline
 
-TARGET_RATIO = 0.25
+# Checks and reconciliation add at most this share of the silver run (warm).
+TARGET_RATIO = 0.10
 
 
 def bench_quality(settings: Settings, rows: int = 1_000_000, files: int = 20) -> dict[str, Any]:
@@ -35,38 +39,53 @@ def bench_quality(settings: Settings, rows: int = 1_000_000, files: int = 20) ->
     result["silver_seconds"] = report.seconds
     result["silver_rows_written"] = report.rows_written()
 
+    result.update(silver_checks(spark, settings, registry, silver.name, report.seconds))
+    result["targets"] = {
+        "gx_suite_within_10pct_of_silver": result["ratio_gx_suite_vs_silver"] <= TARGET_RATIO,
+        "checks_within_10pct_of_silver": result["ratio_checks_vs_silver"] <= TARGET_RATIO,
+    }
+    return result
+
+
+def silver_checks(
+    spark: SparkSession, settings: Settings, registry: Registry, silver_name: str, silver_seconds: float
+) -> dict[str, Any]:
+    """Seconds of a silver table's GX suite and its pipeline's reconciliation, warm, and their ratios to the
+    silver run's `silver_seconds`.
+
+    `gx_import_seconds` and `gx_first_use_seconds` are paid once per process (by the first check of a Dagster run,
+    whatever its table), so they are reported apart and measured first.
+    """
+    silver = registry.get(silver_name)
+    out: dict[str, Any] = {}
     started = time.perf_counter()
     import great_expectations  # noqa: F401  (timed: the checks import it lazily)
 
-    result["gx_import_seconds"] = round(time.perf_counter() - started, 2)
-    # Once per process (the first check of a Dagster run pays it): GX's first validation and Spark's code
-    # generation for the metric queries, measured on 1,000 rows so that it is not attributed to the data size.
+    out["gx_import_seconds"] = round(time.perf_counter() - started, 2)
+    # GX's first validation and Spark's code generation for the metric queries, on 1,000 rows so that it is not
+    # attributed to the data size.
     started = time.perf_counter()
     sample = spark.table(table_format(settings).qualified(silver.name)).limit(1000).cache()
     validate_table(spark, settings, silver, df=sample)
     sample.unpersist()
-    result["gx_first_use_seconds"] = round(time.perf_counter() - started, 2)
+    out["gx_first_use_seconds"] = round(time.perf_counter() - started, 2)
     started = time.perf_counter()
     suite = validate_table(spark, settings, silver)
-    result["gx_suite_seconds"] = round(time.perf_counter() - started, 2)
-    result["gx_expectations"] = sum(len(r.outcomes) for r in suite.values())
-    result["gx_suite_failed"] = sorted(o.name for r in suite.values() for o in r.failed)
+    out["gx_suite_seconds"] = round(time.perf_counter() - started, 2)
+    out["gx_expectations"] = sum(len(r.outcomes) for r in suite.values())
+    out["gx_suite_failed"] = sorted(o.name for r in suite.values() for o in r.failed)
+    pipeline = next(p for p in pipelines_of(registry) if p.silver.name == silver.name)
     started = time.perf_counter()
-    reconciliation = reconcile_pipeline(spark, settings, pipelines_of(registry)[0])
-    result["reconciliation_seconds"] = round(time.perf_counter() - started, 2)
-    result["reconciliation_passed"] = reconciliation.passed
+    reconciliation = reconcile_pipeline(spark, settings, pipeline)
+    out["reconciliation_seconds"] = round(time.perf_counter() - started, 2)
+    out["reconciliation_passed"] = reconciliation.passed
     started = time.perf_counter()
     validate_table(spark, settings, silver)
-    result["gx_suite_second_run_seconds"] = round(time.perf_counter() - started, 2)
-
-    checks = result["gx_suite_seconds"] + result["reconciliation_seconds"]
-    once = result["gx_import_seconds"] + result["gx_first_use_seconds"]
-    result["checks_seconds"] = round(checks, 2)
-    result["ratio_gx_suite_vs_silver"] = round(result["gx_suite_seconds"] / report.seconds, 3)
-    result["ratio_checks_vs_silver"] = round(checks / report.seconds, 3)
-    result["ratio_checks_with_once_per_process_vs_silver"] = round((checks + once) / report.seconds, 3)
-    result["targets"] = {
-        "gx_suite_under_25pct_of_silver": result["ratio_gx_suite_vs_silver"] < TARGET_RATIO,
-        "checks_under_25pct_of_silver": result["ratio_checks_vs_silver"] < TARGET_RATIO,
-    }
-    return result
+    out["gx_suite_second_run_seconds"] = round(time.perf_counter() - started, 2)
+    checks = out["gx_suite_seconds"] + out["reconciliation_seconds"]
+    once = out["gx_import_seconds"] + out["gx_first_use_seconds"]
+    out["checks_seconds"] = round(checks, 2)
+    out["ratio_gx_suite_vs_silver"] = round(out["gx_suite_seconds"] / silver_seconds, 3)
+    out["ratio_checks_vs_silver"] = round(checks / silver_seconds, 3)
+    out["ratio_checks_with_once_per_process_vs_silver"] = round((checks + once) / silver_seconds, 3)
+    return out

@@ -55,3 +55,15 @@ def test_the_wide_csv_section_runs_on_a_tiny_input(spark, fresh_settings) -> Non
     for key in ("ratio_chain_vs_plain_spark", "ratio_bronze_vs_plain_spark", "ratio_increment_large_vs_small"):
         assert out[key] > 0, key
     assert out["targets"]["silver_rows_exact"] and out["targets"]["gold_equal_to_plain_spark"]
+
+
+def test_the_quality_section_runs_on_a_tiny_input(fresh_settings) -> None:
+    from bench.quality import bench_quality
+
+    out = bench_quality(fresh_settings, rows=300, files=2)
+    # The sample data's rows pass every check but freshness (its event times are not today's), and every landed
+    # line is accounted for.
+    assert out["reconciliation_passed"] is True
+    assert out["gx_suite_failed"] == ["newest event_time within 1 day"] and out["gx_expectations"] > 5
+    assert out["silver_rows_written"] > 0 and out["checks_seconds"] > 0
+    assert set(out["targets"]) == {"gx_suite_within_10pct_of_silver", "checks_within_10pct_of_silver"}
