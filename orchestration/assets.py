@@ -32,6 +32,7 @@ from infra.settings import Settings
 from orchestration.metadata import range_metadata, report_metadata
 from orchestration.partitions import daily_partition_column, daily_partitions, partition_days
 from orchestration.resources import SparkResource
+from pipelines.io.partition_grain import described
 from pipelines.ops.backfill import backfill_days
 from pipelines.ops.ranges import changed_days
 from pipelines.run.runner import run_table
@@ -75,7 +76,7 @@ def build_table_asset(spec: TableSpec, partitions: DailyPartitionsDefinition | N
             group_name=spec.layer,
             kinds=KINDS,
             description=spec.description if out is spec.output else _extra_description(spec, out.name),
-            metadata={"table": out.name, "partitioned_by": ", ".join(out.partition_by) or "none"},
+            metadata={"table": out.name, "partitioned_by": described(out.partition_by, out.grain_from)},
         )
         for out in spec.outputs()
     ]

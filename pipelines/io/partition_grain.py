@@ -36,6 +36,14 @@ def time_transform(item: str) -> tuple[str, str] | None:
     return (match.group(1).lower(), match.group(2)) if match else None
 
 
+def described(partition_by: tuple[str, ...], grain_from: str | None) -> str:
+    """The partitioning as declared, saying when a default `days(...)` may become coarser."""
+    text = ", ".join(partition_by) or "none"
+    if grain_from and any((time_transform(item) or ("",))[0] == "days" for item in partition_by):
+        text += f" (months or years when the first load holds more than {MAX_FIRST_PARTITIONS} days)"
+    return text
+
+
 def grain_for(days: int, months: int) -> str:
     """The finest grain at which data on `days` distinct days (in `months` distinct months) makes at most
     `MAX_FIRST_PARTITIONS` partitions."""

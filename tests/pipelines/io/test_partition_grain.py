@@ -10,7 +10,14 @@ from pyspark.sql.types import IntegerType, StructField, StructType, TimestampTyp
 from infra.settings import Settings
 from pipelines.io.format_types import DayRange
 from pipelines.io.formats import table_format
-from pipelines.io.partition_grain import MAX_FIRST_PARTITIONS, grain_for, table_grain, time_transform, widened
+from pipelines.io.partition_grain import (
+    MAX_FIRST_PARTITIONS,
+    described,
+    grain_for,
+    table_grain,
+    time_transform,
+    widened,
+)
 from pipelines.spec.tables import OutputTable
 
 SCHEMA = StructType([StructField("n", IntegerType()), StructField("ts", TimestampType())])
@@ -87,3 +94,13 @@ def test_replacing_days_of_a_monthly_table_keeps_the_other_days_of_its_months(
     ]
     operations = [r.operation for r in spark.sql(f"SELECT operation FROM {fmt.qualified(name)}.snapshots").collect()]
     assert operations == ["append", "overwrite"]  # one commit replaced the range
+
+
+def test_the_described_layout_says_when_it_may_become_coarser() -> None:
+    assert (
+        described(("days(ts)",), "bronze.x")
+        == "days(ts) (months or years when the first load holds more than 100 days)"
+    )
+    assert described(("days(ts)",), None) == "days(ts)"
+    assert described(("region",), "bronze.x") == "region"
+    assert described((), None) == "none"
