@@ -260,11 +260,17 @@ class RecomputeMergeSink(Sink):
         touched = [r.asDict() for r in self.affected(df).distinct().collect()]
         if not touched:
             return
-        rows = self.recompute(ctx.spark, ctx.fmt, touched).persist()
+        rows = self.recompute(ctx.spark, ctx.fmt, touched)
+        ctx.metrics["keys_recomputed"] += len(touched)
+        if ctx.fmt.stats(ctx.spark, ctx.table).rows == 0:
+            # An empty table (a first load) has nothing to match: the MERGE is an append (counted as rows
+            # written), without its join and count. A replay finds the rows appended and merges.
+            ctx.append(rows, ctx.table)
+            return
+        rows = rows.persist()
         try:
             n = rows.count()
             ctx.fmt.merge(rows, ctx.table, Merge(self.keys))
         finally:
             rows.unpersist()
-        ctx.metrics["keys_recomputed"] += len(touched)
         ctx.metrics[f"rows_upserted:{ctx.table}"] += n
