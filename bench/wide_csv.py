@@ -96,8 +96,8 @@ def side_tributary(config: dict[str, Any]) -> dict[str, Any]:
             gold = table_format(settings).read(spark, wide_tables.GOLD)
             out["gold"] = _gold_rows(gold.select(*wide_tables.GOLD_COLUMNS).collect())
     fmt = table_format(settings)
-    out["silver_rows"] = fmt.stats(spark, wide_tables.SILVER).rows
-    out["silver_data_files"] = fmt.stats(spark, wide_tables.SILVER).data_files
+    silver = fmt.stats(spark, wide_tables.SILVER)
+    out["silver_rows"], out["silver_data_files"] = silver.rows, silver.data_files
     out["silver_grain"] = table_grain(spark, fmt.qualified(wide_tables.SILVER), "ordered_at")
     out["peak_rss_mb"] = _peak_rss_mb()
     return out

@@ -121,7 +121,7 @@ def build_spec(d: Declaration, specs: dict[str, TableSpec]) -> TableSpec:
         return (call if kind.recomputes else transform)(*ordered_frames)
 
     partition_by = _partition_by(d)
-    # A default days(<time>) partitioning may be coarsened from the upstream's time span when the table is created.
+    # A default days(<time>) partitioning may become coarser from the upstream's days when the table is created.
     grain_from = main.table if main and not d.partition_by else None
     output = OutputTable(
         d.name, d.schema, partition_by, grain_from, infer=schemas.inferrer(d, specs, plan, kind.finish)

@@ -26,7 +26,6 @@ from pipelines.io.format_types import DayRange
 
 # A first load never creates more partitions than this by default.
 MAX_FIRST_PARTITIONS = 100
-GRAINS = ("days", "months", "years")
 _TIME_TRANSFORM = re.compile(rf"^(days|months|years)\(\s*({COLUMN_PATTERN})\s*\)$", re.IGNORECASE)
 
 
@@ -39,7 +38,7 @@ def time_transform(item: str) -> tuple[str, str] | None:
 def described(partition_by: tuple[str, ...], grain_from: str | None) -> str:
     """The partitioning as declared, saying when a default `days(...)` may become coarser."""
     text = ", ".join(partition_by) or "none"
-    if grain_from and any((time_transform(item) or ("",))[0] == "days" for item in partition_by):
+    if grain_from and any(item.strip().lower().startswith("days(") for item in partition_by):
         text += f" (months or years when the first load holds more than {MAX_FIRST_PARTITIONS} days)"
     return text
 
@@ -69,12 +68,13 @@ def chosen_partitions(spark: SparkSession, partition_by: tuple[str, ...], upstre
     time does not coarsen a table."""
     if upstream is None or not spark.catalog.tableExists(upstream):
         return partition_by
+    rows = spark.table(upstream)
     chosen = []
     for item in partition_by:
         transform = time_transform(item)
-        if transform and transform[0] == "days" and transform[1] in spark.table(upstream).columns:
+        if transform and transform[0] == "days" and transform[1] in rows.columns:
             day = F.to_date(F.col(transform[1])).alias("day")
-            found = spark.table(upstream).select(day).where("day IS NOT NULL").distinct()
+            found = rows.select(day).where("day IS NOT NULL").distinct()
             counts = found.agg(F.count(F.lit(1)), F.countDistinct(F.trunc("day", "month"))).first()
             if counts is not None and counts[0]:
                 item = f"{grain_for(counts[0], counts[1])}({transform[1]})"

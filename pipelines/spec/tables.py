@@ -163,7 +163,7 @@ class OutputTable:
 
     `declared` is the schema given by the author. `infer`, when set, derives the schema from the table's
     transform (with Spark, on first use; `pipelines.authoring.schemas`) and checks it against `declared`.
-    `grain_from` names the upstream table whose time span, when the table is created, may make a default
+    `grain_from` names the upstream table whose distinct days, when the table is created, may make a default
     `days(<time>)` partitioning `months` or `years` (`pipelines.io.partition_grain`).
     """
 
