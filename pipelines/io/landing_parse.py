@@ -37,7 +37,7 @@ from pyspark.sql.types import (
 
 from infra.paths import open_landed
 from pipelines.io.landing import landed_lines
-from pipelines.io.landing_values import exact_values, lone_surrogate, single_json_value, wide, wide_type
+from pipelines.io.landing_values import exact_values, lone_surrogate, nothing_after_object, wide, wide_type
 from pipelines.spec.tables import FileSource
 
 CORRUPT_COLUMN = "_corrupt_record"
@@ -164,7 +164,7 @@ def parse_json_lines(df: DataFrame, source: FileSource, keep_blank: bool = False
 
     Every line is parsed typed (decimals at their widest scale, `exact_values`) and its top-level keys listed
     (`json_object_keys`: NULL when the line is not a JSON object); the text of every value is parsed only for the
-    rare line that needs `_rescued_data`. A line holding anything after its object (`single_json_value`) or a
+    rare line that needs `_rescued_data`. A line holding anything after its object (`nothing_after_object`) or a
     lone UTF-16 surrogate escape (`lone_surrogate`) is corrupt: Spark's parser would drop the rest, or store `?`.
     """
     options = {**dict(source.options), "columnNameOfCorruptRecord": CORRUPT_COLUMN}
@@ -178,7 +178,7 @@ def parse_json_lines(df: DataFrame, source: FileSource, keep_blank: bool = False
     names = source.schema.names
     line = F.col("_line")
     # A line that is not one JSON object in UTF-8 text is corrupt whole: it has no typed values.
-    ok = F.col("_utf8") & F.col("_keys").isNotNull() & single_json_value(line) & ~lone_surrogate(line)
+    ok = F.col("_utf8") & F.col("_keys").isNotNull() & nothing_after_object(line) & ~lone_surrogate(line)
     values, inexact, exact_texts = exact_values(source.schema, lambda name: F.col(f"_typed.{name}"))
     # A JSON object whose typed parse is corrupt has a value that did not convert.
     failed = F.col(f"_typed.{CORRUPT_COLUMN}").isNotNull() | inexact
@@ -188,7 +188,11 @@ def parse_json_lines(df: DataFrame, source: FileSource, keep_blank: bool = False
     texts = {name: F.coalesce(exact_texts[name], raw[name]) if name in exact_texts else raw[name] for name in names}
     unknown = F.map_filter(raw, lambda k, _: ~k.isin(*names))
     rescued = rescued_json(source.schema, values, texts, unknown)
-    return parsed.select(
+    # `ok` is computed once per line in its own projection: referenced by every column, and a condition's
+    # right-hand side (short-circuited) escapes Spark's common subexpression elimination.
+    judged = parsed.select("*", ok.alias("_ok"), failed.alias("_failed"))
+    ok, failed = F.col("_ok"), F.col("_failed")
+    return judged.select(
         *[F.when(ok, values[f.name]).alias(f.name) for f in source.schema.fields],
         F.when(~ok | failed, F.col("_line")).alias(CORRUPT_COLUMN),
         # Built only for the rare record that needs it: the map functions are costly per row.

@@ -79,17 +79,24 @@ def exact_values(
     return values, reduce(lambda a, b: a | b, inexact, F.lit(False)), texts
 
 
-def single_json_value(line: Column) -> Column:
-    """TRUE when `line` holds one JSON value and nothing after it (Spark's parsers stop after the first value).
+def nothing_after_object(line: Column) -> Column:
+    """TRUE when `line`, which starts with a JSON object, holds nothing after it (Spark's parsers stop after the
+    first value); the caller checks that the object parses.
 
-    Wrapped in `[...]` the line is an array of exactly one element unless something follows the value (another
-    object, a comma, a closing brace: NULL or a longer array); the one thing that wrapping hides, a `]` after the
-    value, is caught by also wrapping it as `{"v": ...}`, tried only for the lines holding a `]`. Both functions
-    only tokenize, they build no values.
+    When the line's only `}` is its last character, the object can only close there: the common flat record
+    needs no tokenizing. Otherwise, wrapped in `[...]` the line is an array of exactly one element unless something
+    follows the value (another object, a comma, a closing brace: NULL or a longer array); the one thing that
+    wrapping hides, a `]` after the value, is caught by also wrapping it as `{"v": ...}`, tried only for the lines
+    holding a `]`. Both functions only tokenize, they build no values.
     """
+    # Bytes before the first `}`, plus one, are the whole line (byte counts and a byte search: character
+    # positions would walk every line twice).
+    closes_at_end = F.octet_length(F.substring_index(line, "}", 1)) + 1 == F.octet_length(line)
     in_array = F.json_array_length(F.concat(F.lit("["), line, F.lit("]"))) == 1
     in_object = F.size(F.json_object_keys(F.concat(F.lit('{"v":'), line, F.lit("}")))) == 1
-    return F.coalesce(in_array & (~line.contains("]") | in_object), F.lit(False))
+    return F.when(closes_at_end, F.lit(True)).otherwise(
+        F.coalesce(in_array & (~line.contains("]") | in_object), F.lit(False))
+    )
 
 
 # A `\uD800`-`\uDBFF` escape not followed by a `\uDC00`-`\uDFFF` one, or the latter not preceded by the former;

@@ -201,6 +201,10 @@ MONEY_CSV = FileSource("things", "csv", MONEY)
         '{"id": "a"}]',
         '{"id": "a"} 5',
         '{"id": "a"} "b"',
+        '{"id": "a"} {',
+        # Its only `}` is its last character (the parse's shortcut), yet it is not one object.
+        '[{"id": "a"}',
+        '{"id": "a" "b"}',
     ],
 )
 def test_json_line_with_anything_after_its_object_is_one_corrupt_record(spark: SparkSession, line: str) -> None:
