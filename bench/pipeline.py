@@ -14,6 +14,7 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from bench.plain_increment import copy_chain, plain_increment
 from bench.quality import TARGET_RATIO, silver_checks
 from bench.wide_data import WIDE_SCHEMA, generate_wide_csv
 from infra.settings import Settings
@@ -238,14 +239,19 @@ def bench_pipeline(settings: Settings, rows: int = 1_000_000, files: int = 20) -
     result["noop_rerun_seconds"] = round(time.perf_counter() - t, 2)
     result["noop_rerun_stages"] = _stages(noop)
     result["noop_streams_started"] = sum(not r.skipped for r in noop)
-    # A small increment: a few new events through every table (every stream availableNow), warm.
-    generate(warm.landing, rows=SMALL_INCREMENT_ROWS, files=1, seed=2)
+    # A small increment: a few new events through every table (every stream availableNow), warm, then the same
+    # events through plain PySpark batch code on copies of the events chain (`bench.plain_increment`).
+    copy_chain(spark, warm)
+    landed = generate(warm.landing, rows=SMALL_INCREMENT_ROWS, files=1, seed=2)
     t = time.perf_counter()
     increment = [run_table(spark, warm, spec) for spec in default_registry()]
     result["small_increment_rows"] = SMALL_INCREMENT_ROWS
     result["small_increment_seconds"] = round(time.perf_counter() - t, 2)
     result["small_increment_stages"] = _stages(increment)
     result["small_increment_streams_started"] = sum(not r.skipped for r in increment)
+    plain = plain_increment(spark, warm, default_registry(), [str(f) for f in landed.files])
+    result["small_increment_plain_spark"] = plain
+    result["ratio_small_increment_vs_plain_spark"] = round(result["small_increment_seconds"] / plain["seconds"], 2)
     after = _baseline(spark, settings, "after")
     result["baseline"] = {"before": before, "after": after}
     result["landing_parse"] = bench_landing_parse(spark, settings)
@@ -274,6 +280,7 @@ def bench_pipeline(settings: Settings, rows: int = 1_000_000, files: int = 20) -
         "bronze_within_1.3x_baseline": result["ratio_bronze_vs_baseline"] <= 1.3,
         "silver_within_1.5x_baseline": result["ratio_silver_vs_baseline"] <= 1.5,
         "quality_within_10pct_of_silver": result["ratio_quality_overhead_silver"] <= TARGET_RATIO,
+        "small_increment_within_1.5x_plain_spark": result["ratio_small_increment_vs_plain_spark"] <= 1.5,
         "noop_cli_within_2x_python_and_bare_session": result["ratio_noop_cli_vs_python_and_bare_session"] <= 2.0,
         "noop_dagster_job_within_2.5x_python_and_bare_session": (
             result["ratio_noop_dagster_job_vs_python_and_bare_session"] <= 2.5
