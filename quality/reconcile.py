@@ -123,13 +123,23 @@ def reconcile_pipeline(session: Session, settings: Settings, pipeline: Pipeline)
     is_valid = passes_rules()
     # A quarantined record sent again (the same file under a new name) is a duplicate, like a valid one.
     identity = QUARANTINE_IDENTITY if QUARANTINE_IDENTITY in sink.quarantine_columns else None
+    # One grouping by record (a valid row's key, an invalid row's identity), then sums over the groups: two
+    # count_distinct would read every bronze row twice (Spark expands the rows once per distinct aggregate).
+    records = seen.groupBy(
+        is_valid.alias("_valid"),
+        F.when(is_valid, F.struct(*keys)).alias("_key"),
+        (F.when(~is_valid, F.col(identity)) if identity else F.lit(None)).alias("_identity"),
+    ).agg(F.count(F.lit(1)).alias("_rows"))
+    valid_group, invalid_group, rows_of = F.col("_valid"), ~F.col("_valid"), F.col("_rows")
     distinct_invalid = (
-        F.count_distinct(F.when(~is_valid, F.col(identity))) if identity else F.sum((~is_valid).cast("long"))
+        F.count(F.when(invalid_group & F.col("_identity").isNotNull(), 1))
+        if identity
+        else F.sum(F.when(invalid_group, rows_of))
     )
-    b = seen.agg(
-        F.count(F.lit(1)).alias("rows"),
-        F.coalesce(F.sum(is_valid.cast("long")), F.lit(0)).alias("valid"),
-        F.count_distinct(F.when(is_valid, F.struct(*keys))).alias("distinct_valid"),
+    b = records.agg(
+        F.coalesce(F.sum(rows_of), F.lit(0)).alias("rows"),
+        F.coalesce(F.sum(F.when(valid_group, rows_of)), F.lit(0)).alias("valid"),
+        F.count(F.when(valid_group, 1)).alias("distinct_valid"),
         F.coalesce(distinct_invalid, F.lit(0)).alias("distinct_invalid"),
     ).collect()[0]
     silver_df = fmt.read(spark, silver.name)
