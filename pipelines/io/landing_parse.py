@@ -146,6 +146,10 @@ def clean_lines(df: DataFrame, *extra: Column, keep_blank: bool = False) -> Data
     Each step is its own projection so the decoded line is computed once per row; plain string tests, not a
     regular expression (a `\\r$` pattern is tried at every position of every line).
     """
+    if not keep_blank:
+        # Asked of the landed text (a test of the cleaned line would be pushed below the projections and decode
+        # each line twice): a character other than white space, after the one leading BOM the cleaning removes.
+        df = df.filter(F.col("value").rlike("^\\x{FEFF}?+\\s*+\\S"))
     decoded = df.select(F.decode(F.encode("value", "UTF-8"), "UTF-8").alias("_decoded"), "value", "_metadata")
     line = F.col("_decoded")
     no_bom = decoded.select(
@@ -155,8 +159,7 @@ def clean_lines(df: DataFrame, *extra: Column, keep_blank: bool = False) -> Data
     )
     text = F.col("_no_bom")
     cleaned = F.when(text.endswith("\r"), text.substr(F.lit(1), F.length(text) - 1)).otherwise(text)
-    lines = no_bom.select(cleaned.alias("_line"), "_utf8", "_metadata", *extra)
-    return lines if keep_blank else lines.filter(F.col("_line").rlike("\\S"))
+    return no_bom.select(cleaned.alias("_line"), "_utf8", "_metadata", *extra)
 
 
 def parse_json_lines(df: DataFrame, source: FileSource, keep_blank: bool = False) -> DataFrame:

@@ -84,7 +84,21 @@ def _rows(df: DataFrame) -> list[tuple]:
 
 
 def test_clean_lines_drops_blank_lines_and_strips_bom_and_one_trailing_cr(spark: SparkSession) -> None:
-    lines = ["\ufeff{a}", "b\r", "", "   ", "\t", "\r", "c\r\r", "  d \ufeff", "e\rf"]
+    # A line that is only the leading BOM (and white space) is blank; a second BOM is text.
+    lines = [
+        "\ufeff{a}",
+        "b\r",
+        "",
+        "   ",
+        "\t",
+        "\r",
+        "c\r\r",
+        "  d \ufeff",
+        "e\rf",
+        "\ufeff",
+        "\ufeff \r",
+        "\ufeff\ufeff",
+    ]
     out = clean_lines(_lines(spark, lines))
     assert out.columns == ["_line", "_utf8", "_metadata"]
     assert _rows(out) == [
@@ -93,6 +107,7 @@ def test_clean_lines_drops_blank_lines_and_strips_bom_and_one_trailing_cr(spark:
         ("c\r", True),
         ("  d \ufeff", True),
         ("e\rf", True),
+        ("\ufeff", True),
     ]
 
 
