@@ -11,7 +11,8 @@ from infra.spark import get_spark
 from pipelines.datasets import default_registry
 from pipelines.datasets.ecommerce.sample_data import generate
 from pipelines.run.runner import run_table
-from pipelines.spec.tables import FileSource, TableSpec
+from pipelines.spec.sources import FileSource
+from pipelines.spec.tables import TableSpec
 
 
 def _bronze(archive: bool) -> TableSpec:

@@ -26,10 +26,10 @@ from pipelines.io.formats import table_format
 from pipelines.io.iceberg import DEFAULT_TABLE_PROPERTIES, LANDING_WRITE_OPTIONS
 from pipelines.io.landing_parse import CORRUPT_COLUMN, read_csv_headers, with_corrupt
 from pipelines.io.sources import batch_read_files, read_batch_by_reader
-from pipelines.run.report import RunReport
 from pipelines.run.runner import run_table
-from pipelines.spec.tables import FileSource
-from pipelines.write.file_health import file_stats
+from pipelines.sources.file_health import file_stats
+from pipelines.sources.report import RunReport
+from pipelines.spec.sources import FileSource
 
 # New events of the small-increment run (every stream availableNow): what a frequent schedule delivers.
 SMALL_INCREMENT_ROWS = 1_000

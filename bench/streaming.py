@@ -18,8 +18,8 @@ from infra.settings import Settings
 from infra.spark import get_spark
 from pipelines.authoring.discover import load_registry
 from pipelines.datasets.clickstream.sample_data import LANDING_FOLDERS, ensure_landing_folders, generate_clickstream
-from pipelines.run.report import RunReport
 from pipelines.run.runner import run_table
+from pipelines.sources.report import RunReport
 
 MEASURED = ("gold.ad_clicks", "gold.user_sessions")
 FEEDERS = ("bronze.impressions", "bronze.clicks", "silver.products", "silver.impressions")

@@ -160,7 +160,7 @@ class Settings:
     alert_webhook: str | None = None
     # How long a run waits for another writer of the same table before failing (pipelines/run/locks.py).
     lock_wait_seconds: int = 900
-    # Landing batches of at least this many MB are staged, audited, then published (pipelines/write/file_health.py).
+    # Landing batches of at least this many MB are staged, audited, then published (pipelines/sources/file_health.py).
     stage_landing_mb: int = 32
     # Kafka brokers and client settings (infra/kafka.py).
     kafka: KafkaSettings = field(default_factory=KafkaSettings)

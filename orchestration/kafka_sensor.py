@@ -17,16 +17,15 @@ from infra.settings import Settings
 from orchestration.assets import asset_key
 from orchestration.resources import SparkResource
 from orchestration.sensors import TRIGGER_TAG, tick_spacing
-from pipelines.run.kafka_run import partition_lag
+from pipelines.sources.kinds import kind_of
 from pipelines.spec.registry import Registry
-from pipelines.spec.tables import KafkaSource
 
 KAFKA_LAG_SENSOR = "tributary_kafka_lag_sensor"
 
 
 def build_kafka_lag_sensor(registry: Registry, job, settings: Settings) -> SensorDefinition | None:
     """A running-by-default sensor over the registry's Kafka-fed tables (None when there are none)."""
-    specs = [s for s in registry if isinstance(s.source, KafkaSource)]
+    specs = [s for s in registry if kind_of(s.source).has_lag]
     if not specs:
         return None
 
@@ -45,7 +44,7 @@ def build_kafka_lag_sensor(registry: Registry, job, settings: Settings) -> Senso
         behind: dict[str, dict[str, int]] = {}
         for spec in specs:
             try:
-                lag = partition_lag(current, spec)
+                lag = kind_of(spec.source).partition_lag(current, spec)
             except TributaryError as exc:
                 return SkipReason(first_line(exc))
             if sum(lag.values()) >= current.kafka.lag_threshold:

@@ -11,7 +11,7 @@ from pipelines.run.summary import FILE_PROBLEMS_KEY, table_notes, table_numbers
 
 if TYPE_CHECKING:
     from pipelines.ops.ranges import RangeReport
-    from pipelines.run.report import RunReport
+    from pipelines.sources.report import RunReport
 
 
 def as_metadata(values: Mapping[str, object]) -> dict[str, MetadataValue]:

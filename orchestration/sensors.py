@@ -31,7 +31,6 @@ from orchestration.assets import asset_key
 from orchestration.resources import SparkResource
 from pipelines.io.landing import landed_paths, landing_folder
 from pipelines.spec.registry import Registry
-from pipelines.spec.tables import FileSource
 
 LANDING_SENSOR = "tributary_landing_sensor"
 FAILURE_SENSOR = "tributary_run_failure_alert"
@@ -59,7 +58,7 @@ def scan_landing(settings: Settings, registry: Registry) -> dict[str, float]:
     Landed files are the files the pipeline's stream reads (`pipelines.io.landing`), so every file that triggers
     a run is read by it and every file it reads triggers one.
     """
-    sources = {spec.source.dataset: spec.source for spec in registry if isinstance(spec.source, FileSource)}
+    sources = {folder: spec.source for spec in registry if (folder := spec.source.landing_folder_name())}
     found: dict[str, float] = {}
     for dataset, source in sorted(sources.items()):
         for path in landed_paths(landing_folder(settings, source)):
@@ -109,7 +108,7 @@ def new_files(
 
 def affected_assets(registry: Registry, datasets: set[str]) -> list[AssetKey]:
     """Every asset fed by the landing datasets, directly or downstream (all outputs of each spec)."""
-    roots = [s.name for s in registry if isinstance(s.source, FileSource) and s.source.dataset in datasets]
+    roots = [s.name for s in registry if s.source.landing_folder_name() in datasets]
     return [asset_key(out.name) for spec in registry.downstream_closure(roots) for out in spec.outputs()]
 
 

@@ -4,7 +4,7 @@ Per pipeline (a validating spec — `ValidateDedupeSink` — whose upstream read
 
 - landed lines = bronze rows, per file, for the files bronze's stream has committed (counted in Python from the
   landing files; files landed since are reported as pending, not as a failure); for a Kafka-fed bronze, each
-  committed offset once per partition (`quality.kafka_offsets`);
+  committed offset once per partition (`pipelines.sources.kafka_offsets`);
 - bronze = silver + quarantine + duplicates, where bronze is the table as the validating stream has read it
   (the snapshot in its checkpoint) and duplicates are derived from bronze itself: valid rows minus distinct
   valid keys plus invalid rows minus distinct invalid records (`raw_record`), with validity re-evaluated by
@@ -29,12 +29,12 @@ from pyspark.sql import functions as F
 from infra.errors import ConfigError
 from infra.settings import Settings
 from infra.spark import Session, running_session, started_session
-from pipelines.io.archive import received_files
 from pipelines.io.formats import table_format
+from pipelines.sources.kinds import kind_of
 from pipelines.spec.expectations import Expectation
 from pipelines.spec.registry import Registry
 from pipelines.spec.rules import passes_rules
-from pipelines.spec.tables import FileSource, LandingSource, TableSpec
+from pipelines.spec.tables import TableSpec
 from pipelines.write.sinks import QUARANTINE_IDENTITY, ValidateDedupeSink
 from quality.gx_runner import require_table
 from quality.inputs import (
@@ -46,8 +46,6 @@ from quality.inputs import (
     read_files_version,
     snapshot_versions,
 )
-from quality.kafka_offsets import offsets_vs_bronze
-from quality.landed_lines import landed_vs_bronze
 from quality.results import MAX_SAMPLES, CheckResult, Outcome, plain
 
 if TYPE_CHECKING:
@@ -76,7 +74,7 @@ def pipelines_of(registry: Registry) -> list[Pipeline]:
         # A transform with secondary inputs cannot be re-applied to a static bronze frame alone.
         if spec.sink.quarantines and spec.upstream is not None and not spec.upstreams[1:]:
             bronze = registry.get(spec.upstream)
-            if isinstance(bronze.source, LandingSource):
+            if bronze.source.lands:
                 found.append(Pipeline(bronze, spec))
     return found
 
@@ -111,10 +109,17 @@ def reconcile_pipeline(session: Session, settings: Settings, pipeline: Pipeline)
         return carried
     spark = started_session(session, settings)
     keys = list(sink.keys)
-    if isinstance(pipeline.bronze.source, FileSource):
-        landed_outcome, notes = landed_vs_bronze(spark, settings, pipeline.bronze)
-    else:
-        landed_outcome, notes = offsets_vs_bronze(spark, settings, pipeline.bronze)
+    delivered = kind_of(pipeline.bronze.source).accounting(spark, settings, pipeline.bronze)
+    notes = delivered.notes
+    landed_outcome = Outcome(
+        name=delivered.name,
+        severity="error",
+        success=delivered.success,
+        observed=delivered.observed,
+        element_count=delivered.element_count,
+        unexpected_count=delivered.unexpected_count,
+        samples=delivered.samples[:MAX_SAMPLES],
+    )
 
     position = fmt.consumer_position(pipeline.bronze.name, silver.name, settings.checkpoint_for(silver.name))
     if position.snapshot_id is not None and not position.committed:
@@ -210,8 +215,9 @@ def _pipeline_inputs(spark: SparkSession | None, settings: Settings, pipeline: P
         **snapshot_versions(spark, settings, [pipeline.bronze.name, silver.name, sink.quarantine_table]),
         **position_version(settings, silver.name),
     }
-    if isinstance(source, FileSource):  # a Kafka-fed bronze keeps its offsets in its snapshots
-        inputs.update(files_version(pipeline.bronze.name, received_files(settings, source)))
+    received = kind_of(source).received_files(settings)
+    if received is not None:  # (a Kafka-fed bronze keeps its offsets in its snapshots)
+        inputs.update(files_version(pipeline.bronze.name, received))
         inputs.update(read_files_version(settings, pipeline.bronze.name))
     return inputs
 

@@ -77,7 +77,7 @@ def test_project_declares_the_layer_and_acyclic_contracts() -> None:
     acyclic = [c for c in contracts if c["type"] == "acyclic_siblings"]
     assert [c["layers"] for c in top] == [["orchestration", "quality", "pipelines", "infra"]]
     assert [c["layers"] for c in inner] == [
-        ["datasets", "authoring", "ops", "run", "write", "io", "transforms", "spec"]
+        ["datasets", "authoring", "ops", "run", "sources", "write", "io", "transforms", "spec"]
     ]
     assert [sorted(c["ancestors"]) for c in acyclic] == [sorted(PRODUCT_PACKAGES)]
 
@@ -189,6 +189,43 @@ def test_no_product_module_is_over_the_line_limit() -> None:
                 too_long[path.relative_to(REPO).as_posix()] = lines
     listing = "\n".join(f"  {name}: {lines} lines" for name, lines in sorted(too_long.items()))
     assert not too_long, f"product modules over {MAX_LINES} lines (split them):\n{listing}"
+
+
+# --- sources are strategies ----------------------------------------------------------------------------------
+
+SOURCE_CLASSES = ("FileSource", "KafkaSource", "TableSource", "StaticSource")
+_CLASS_TEST = re.compile(r"isinstance\([^)]*\b(" + "|".join(SOURCE_CLASSES) + r")\b")
+
+
+def test_no_code_outside_the_sources_package_tests_a_source_class() -> None:
+    """A source's kind is picked in one place (`pipelines.sources.kinds`); everything else asks the kind."""
+    found = []
+    for package in PRODUCT_PACKAGES:
+        for path in sorted((REPO / package).rglob("*.py")):
+            relative = path.relative_to(REPO).as_posix()
+            if relative.startswith("pipelines/sources/"):
+                continue
+            for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+                if _CLASS_TEST.search(line):
+                    found.append(f"{relative}:{number}: {line.strip()}")
+    assert not found, "source classes tested outside pipelines/sources:\n" + "\n".join(found)
+
+
+def test_the_class_test_finds_a_source_class_test() -> None:
+    """The pattern above really matches the checks it forbids (so the test can fail)."""
+    assert _CLASS_TEST.search("if isinstance(spec.source, FileSource):")
+    assert _CLASS_TEST.search("isinstance(x, TableSource | StaticSource)")
+    assert not _CLASS_TEST.search("isinstance(source, Source) and source.lands")
+
+
+def test_every_source_kind_runs_through_one_runner() -> None:
+    """One runner loop serves every kind: no second runner module, and every declaration class has a kind."""
+    from pipelines.sources.kinds import kind_of
+    from pipelines.spec import sources
+
+    assert not (REPO / "pipelines" / "run" / "kafka_run.py").exists()
+    for name in SOURCE_CLASSES:
+        assert kind_of.__globals__["_KINDS"][getattr(sources, name)]
 
 
 def test_orchestration_names_no_dataset():

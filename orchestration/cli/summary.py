@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 from pipelines.run.summary import FILE_PROBLEMS_KEY, NOTE_KEY
 
 if TYPE_CHECKING:
-    from pipelines.run.report import RunReport
+    from pipelines.sources.report import RunReport
 
 COLUMNS = (
     ("rows_in", "rows in"),

@@ -9,15 +9,13 @@ from pyspark.sql import DataFrame
 from infra.errors import ConfigError
 from pipelines.authoring import schemas
 from pipelines.authoring.declarations import Declaration, DeclarationError, Param
-from pipelines.run.streams import late_output
-from pipelines.spec.expectations import Expectation, not_null, schema_matches, unique
+from pipelines.sources.kinds import kind_of
+from pipelines.sources.streams import late_output
+from pipelines.spec.expectations import Expectation, schema_matches
 from pipelines.spec.registry import Registry
 from pipelines.spec.rules import Rule, key_rules, landed_rules
-from pipelines.spec.tables import KafkaSource, LandingSource, OutputTable, StaticSource, TableSource, TableSpec
-
-LANDING_CHECKS = (not_null("_source_file"), not_null("_ingested_at"), not_null("_batch_id"))
-# Every Kafka message lands once: its (topic, partition, offset) is unique in the table.
-KAFKA_CHECKS = (unique("_kafka_topic", "_kafka_partition", "_kafka_offset"),)
+from pipelines.spec.sources import StaticSource, TableSource
+from pipelines.spec.tables import OutputTable, TableSpec
 
 
 def ordered(declarations: Iterable[Declaration]) -> list[Declaration]:
@@ -75,9 +73,10 @@ def _caller(d: Declaration) -> Callable[..., DataFrame]:
 
 
 def _checks(d: Declaration, kind_checks: tuple[Expectation, ...]) -> tuple[Expectation, ...]:
-    landing = LANDING_CHECKS if d.source is not None and d.layer == "bronze" else ()
-    if isinstance(d.source, KafkaSource):
-        landing = (*landing, *KAFKA_CHECKS)
+    landing: tuple[Expectation, ...] = ()
+    if d.source is not None:
+        kind = kind_of(d.source)
+        landing = (*(kind.landing_checks() if d.layer == "bronze" else ()), *kind.row_checks())
     out: list[Expectation] = []
     for check in (schema_matches(), *landing, *kind_checks, *d.checks):
         if check not in out:
@@ -108,7 +107,7 @@ def build_spec(d: Declaration, specs: dict[str, TableSpec]) -> TableSpec:
         raise d.error("recompute(...) reads one upstream table", "read other tables whole (parameter = static)")
     main = d.params and _runner_params(d)[0]
     upstream = specs.get(main.table) if main else None
-    landed = upstream is not None and isinstance(upstream.source, LandingSource)
+    landed = upstream is not None and upstream.source.lands
     rules: tuple[Rule, ...] = d.rules
     if kind.validates:
         rules = (*(landed_rules(upstream.name) if landed else ()), *key_rules(kind.keys, d.rules), *d.rules)

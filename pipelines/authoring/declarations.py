@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from infra.errors import ConfigError
-from pipelines.spec.tables import LAYERS, LandingSource, Layer, MaintenancePolicy, Watermark
+from pipelines.spec.sources import Source, Watermark
+from pipelines.spec.tables import LAYERS, Layer, MaintenancePolicy
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -80,7 +81,7 @@ class Declaration:
     module: str
     write: Kind
     params: tuple[Param, ...] = ()
-    source: LandingSource | None = None
+    source: Source | None = None
     keys: tuple[str, ...] = ()
     watermark: Watermark | None = None
     late: bool = False

@@ -28,15 +28,8 @@ from pipelines.authoring.declarations import (
 )
 from pipelines.authoring.kinds import Kind, append
 from pipelines.spec.rules import Action, Rule
-from pipelines.spec.tables import (
-    FileSource,
-    KafkaSource,
-    LandingSource,
-    Layer,
-    MaintenancePolicy,
-    SchemaEvolution,
-    Watermark,
-)
+from pipelines.spec.sources import FileSource, KafkaSource, SchemaEvolution, Source, Watermark
+from pipelines.spec.tables import Layer, MaintenancePolicy
 
 _RULES = "__tributary_rules__"
 _DECLARED = "__tributary_table__"
@@ -160,7 +153,7 @@ def _declare(layer: Layer, fn: Callable[..., Any], options: dict[str, Any]) -> C
     source = options.pop("source", None)
     parameters = list(inspect.signature(fn).parameters.values())
     if source is not None:
-        if not isinstance(source, LandingSource):
+        if not (isinstance(source, Source) and source.lands):
             raise DeclarationError(
                 f"{where}: source= takes files(...) or kafka(...); tables are read through parameters"
             )
@@ -212,14 +205,14 @@ silver = _layer("silver")
 gold = _layer("gold")
 
 
-def landing(table: str, source: LandingSource, **options: Any) -> None:
+def landing(table: str, source: Source, **options: Any) -> None:
     """Declare a table that keeps landed files or Kafka messages as read (no function): e.g.
     `landing("bronze.events", files(...))` or `landing("bronze.events", kafka("events", schema=...))`."""
     where = place(depth=2)
     layer, _, name = table.partition(".")
     if layer not in ("bronze", "silver", "gold") or not name:
         raise DeclarationError(f"{where}: landing({table!r}): name the table <layer>.<table>, e.g. 'bronze.events'")
-    if not isinstance(source, LandingSource):
+    if not (isinstance(source, Source) and source.lands):
         raise DeclarationError(f"{where}: landing({table!r}) reads files(...) or kafka(...), got {source!r}")
     description = _description(None, options.pop("description", None))
     record(

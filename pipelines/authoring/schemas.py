@@ -27,8 +27,7 @@ from pyspark.sql.types import StructType
 
 from infra.errors import ConfigError, first_line
 from infra.files import write_atomically
-from pipelines.io.landing_parse import KAFKA_LINEAGE, LANDED_LINEAGE
-from pipelines.spec.tables import KafkaSource
+from pipelines.sources.kinds import kind_of
 
 if TYPE_CHECKING:
     from pipelines.authoring.declarations import Declaration
@@ -69,8 +68,7 @@ def empty_stream(spark: SparkSession, schema: StructType) -> DataFrame:
 def landed_schema(d: Declaration) -> StructType:
     """What a file source's function receives: the declared landing fields, then the lineage columns."""
     assert d.source is not None
-    kafka = KAFKA_LINEAGE if isinstance(d.source, KafkaSource) else ()
-    return StructType([*d.source.schema.fields, *LANDED_LINEAGE, *kafka])
+    return StructType([*d.source.schema.fields, *kind_of(d.source).lineage()])
 
 
 def input_frames(d: Declaration, specs: Mapping[str, TableSpec], streaming: bool = True) -> list[DataFrame]:

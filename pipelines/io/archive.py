@@ -29,7 +29,7 @@ from infra.settings import Settings
 from pipelines.io.checkpoints import committed_files
 from pipelines.io.landing import landed_paths, landing_folder
 from pipelines.io.sources import landed_files
-from pipelines.spec.tables import FileSource
+from pipelines.spec.sources import FileSource
 
 
 def archive_folder(settings: Settings, source: FileSource) -> Path:

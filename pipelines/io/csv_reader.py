@@ -15,7 +15,7 @@ the batch is read (`reads_alike`, a scan at memory speed):
 Such a file goes through the line parse. The reader's malformed records carry their line in `_corrupt_record`
 and get `_rescued_data` from the same text parse; a decimal with more digits than its scale cannot be given its
 line here, so its row is marked (`REPARSE_MARK`) and the batch is parsed again line by line before anything is
-written (`pipelines.write.file_health`).
+written (`pipelines.sources.file_health`).
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ from pipelines.io.landing_parse import (
     rescued_json,
 )
 from pipelines.io.landing_values import exact_values, wide_type
-from pipelines.spec.tables import FileSource
+from pipelines.spec.sources import FileSource
 
 # `_corrupt_record` of a row whose decimal has more digits than its scale: never a landed line (no NUL byte passes
 # `reads_alike`), and never written (the batch is parsed again line by line).

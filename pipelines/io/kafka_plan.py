@@ -18,7 +18,7 @@ from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 from infra.errors import PipelineError
 from infra.kafka import KafkaSettings
-from pipelines.spec.tables import KafkaSource
+from pipelines.spec.sources import KafkaSource
 
 OFFSETS_PROPERTY = "tributary.kafka.offsets"
 LOST_PROPERTY = "tributary.kafka.lost"

@@ -28,7 +28,7 @@ from pipelines.io.landing_parse import (
     parse_json_lines,
     unknown_fields,
 )
-from pipelines.spec.tables import FileSource, KafkaSource
+from pipelines.spec.sources import FileSource, KafkaSource
 
 # Failures raised on an executor start with these words, so the runner can turn them into one line.
 UNKNOWN_FIELDS = "TributaryKafkaUnknownFields"

@@ -29,7 +29,7 @@ from typing import IO, TYPE_CHECKING
 
 if TYPE_CHECKING:
     from infra.settings import Settings
-    from pipelines.spec.tables import FileSource
+    from pipelines.spec.sources import FileSource
 
 # Parquet summary files: Spark reads them although their names start with `_`.
 _READ_ALTHOUGH_UNDERSCORE = ("_common_metadata", "_metadata")

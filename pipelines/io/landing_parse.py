@@ -7,7 +7,8 @@ reader can decode it). A value is never stored under another column than the one
 - JSON fields are matched by name (case-sensitive, as Spark does).
 - CSV columns are matched by the file's header, not by position: the driver reads each landed file's first
   line, and every distinct header becomes a layout parsed with its own column order. A header that lacks a
-  declared column is a file problem (`CsvHeaders.problems`): the file is rejected whole (`pipelines.write.file_health`).
+  declared column is a file problem (`CsvHeaders.problems`): the file is rejected whole
+  (`pipelines.sources.file_health`).
 - Every field the schema does not declare, and every value that failed type conversion (with its original
   text), goes to `_rescued_data`, a JSON object; the typed column is then NULL.
 - A line that is not a JSON object, a CSV line whose cell count differs from its header's, and a record with a
@@ -38,7 +39,7 @@ from pyspark.sql.types import (
 from infra.paths import open_landed
 from pipelines.io.landing import landed_lines
 from pipelines.io.landing_values import exact_values, lone_surrogate, nothing_after_object, wide, wide_type
-from pipelines.spec.tables import FileSource
+from pipelines.spec.sources import FileSource
 
 CORRUPT_COLUMN = "_corrupt_record"
 RESCUED_COLUMN = "_rescued_data"
@@ -47,7 +48,7 @@ REJECTED_COLUMN = "_file_rejected"
 LANDED_LINEAGE = (
     StructField(CORRUPT_COLUMN, StringType()),
     StructField(RESCUED_COLUMN, StringType()),
-    StructField(REJECTED_COLUMN, StringType()),  # why the row's file was rejected (pipelines.write.file_health)
+    StructField(REJECTED_COLUMN, StringType()),  # why the row's file was rejected (pipelines.sources.file_health)
     StructField("_source_file", StringType()),
     StructField("_ingested_at", TimestampType()),
 )
@@ -208,7 +209,7 @@ def parse_csv_lines(df: DataFrame, source: FileSource, headers: CsvHeaders, keep
     """Typed rows by header name, `_corrupt_record` and `_rescued_data` from CSV lines read as text.
 
     A row of a file without a known layout (landed after its header was read) has `_layout` NULL; the batch
-    writer refuses it (`pipelines.write.file_health.check_layouts`). The header line of each file is dropped.
+    writer refuses it (`pipelines.sources.file_health.check_layouts`). The header line of each file is dropped.
     """
     layout_of = (
         F.create_map(*[F.lit(x) for item in headers.by_file.items() for x in item])

@@ -33,7 +33,7 @@ from pipelines.io.landing_parse import (
     read_csv_headers,
     with_corrupt,
 )
-from pipelines.spec.tables import FileSource
+from pipelines.spec.sources import FileSource
 
 LINEAGE_COLUMNS = ("_source_file", "_ingested_at")
 

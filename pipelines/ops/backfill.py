@@ -27,7 +27,7 @@ from pipelines.ops.ranges import (
     upstream_table,
 )
 from pipelines.run.locks import table_lock
-from pipelines.run.runner import prepare_tables
+from pipelines.sources.kinds import prepare_tables
 from pipelines.spec.tables import TableSpec
 from pipelines.write.sinks import RecomputeMergeSink
 

@@ -1,7 +1,7 @@
 """Review of landed files: what a file-source table recorded per file, and acknowledging rejected files.
 
 `<table>_files` is an append-only audit trail: each micro-batch appends one row per landed file
-(`pipelines.write.file_health.record`), and `acknowledge` appends one `acknowledged` row when a person has dealt with
+(`pipelines.sources.file_health.record`), and `acknowledge` appends one `acknowledged` row when a person has dealt with
 a rejected file (its `reason` says who and why; `_batch_id` is NULL because no micro-batch wrote it, and no
 counts are set, so sums over the table still count landed rows once). Nothing is ever updated or deleted.
 
@@ -31,9 +31,9 @@ from infra.settings import Settings
 from infra.spark import Session, running_session, started_session
 from pipelines.io.formats import table_format
 from pipelines.run.locks import table_lock
+from pipelines.sources.file_health import ACKNOWLEDGED, PROBLEM_STATUSES
 from pipelines.spec.registry import Registry
 from pipelines.spec.tables import TableSpec, files_output
-from pipelines.write.file_health import ACKNOWLEDGED, PROBLEM_STATUSES
 
 # The writer an acknowledgement's append is tagged with.
 ACK_WRITER = "tributary-files-ack"

@@ -12,10 +12,10 @@ from infra.settings import Settings
 from pipelines.io.archive import restore_archived
 from pipelines.io.formats import TableFormat, table_format
 from pipelines.run.locks import table_lock
-from pipelines.run.report import RunReport
 from pipelines.run.runner import run_table
+from pipelines.sources.report import RunReport
 from pipelines.spec.registry import Registry
-from pipelines.spec.tables import FileSource, TableSpec
+from pipelines.spec.tables import TableSpec
 
 
 def _check_replayable(spark: SparkSession, fmt: TableFormat, upstream: str, table: str) -> None:
@@ -62,7 +62,7 @@ def _full_refresh(spark: SparkSession, settings: Settings, chain: list[TableSpec
             if upstream not in rebuilt:
                 _check_replayable(spark, fmt, upstream, spec.name)
     for spec in chain:
-        if isinstance(spec.source, FileSource) and spec.source.archive:
+        if spec.source.archives():
             # Before anything is dropped: a crash then leaves files landed and already read, never lost.
             restore_archived(settings, spec.source)
     for spec in chain:

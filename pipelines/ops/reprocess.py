@@ -26,9 +26,10 @@ from pipelines.io.landing_parse import REJECTED_COLUMN, file_name
 from pipelines.io.sources import LINEAGE_COLUMNS, batch_read_files
 from pipelines.ops.ranges import RangeReport, check_range, day_column, day_range, replace_range, upstream_table
 from pipelines.run.locks import table_lock
-from pipelines.run.runner import prepare_tables
+from pipelines.sources.kinds import prepare_tables
 from pipelines.spec.registry import Registry
-from pipelines.spec.tables import FileSource, TableSource, TableSpec
+from pipelines.spec.sources import FileSource
+from pipelines.spec.tables import TableSpec
 from pipelines.write.sinks import AppendSink, ValidateDedupeSink
 
 # `_batch_id` of rows written by a reprocess rather than by a streaming batch.
@@ -64,9 +65,9 @@ def _reprocess(
     report = RangeReport(spec.name, "reprocess", start, end)
     report.rows_before = fmt.read(spark, spec.name).filter(days.condition()).count()
     how = spec.sink.reprocess_by
-    if how == "reread_files" and isinstance(spec.source, FileSource):
+    if how == "reread_files" and spec.source.landing_folder_name() is not None:
         _reprocess_files(spark, settings, fmt, spec, days, report)
-    elif how == "revalidate" and isinstance(spec.source, TableSource):
+    elif how == "revalidate" and spec.source.streamed_table() is not None:
         _reprocess_validated(spark, fmt, spec, days, report)
     else:
         raise ConfigError(

@@ -6,8 +6,8 @@ from collections.abc import Iterable
 
 from infra.settings import Settings
 from infra.spark import Session
-from pipelines.run.report import RunReport
 from pipelines.run.runner import run_table
+from pipelines.sources.report import RunReport
 from pipelines.spec.registry import Registry
 from pipelines.spec.tables import TableSpec
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from pipelines.run.report import RunReport
+from pipelines.sources.report import RunReport
 from pipelines.spec.tables import FILES_SUFFIX
 
-# Per-file health counts of a file-source run (written by pipelines.write.file_health.record), as metadata names.
+# Per-file health counts of a file-source run (written by pipelines.sources.file_health.record), as metadata names.
 FILE_COUNTS = ("files_read", "files_rejected", "files_empty", "files_header_only", "rows_rescued", "rows_corrupt")
 # Metadata names of a run's words (as opposed to its numbers): why it had nothing to do, and its problem files.
 NOTE_KEY = "run_note"

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from infra.errors import ConfigError
 from pipelines.spec.plans import grouped_without_event_time, has_watermark
-from pipelines.spec.tables import StaticSource, TableSource, TableSpec
+from pipelines.spec.tables import TableSpec
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -53,12 +53,12 @@ def check_spec_modes(spec: TableSpec) -> None:
             f"(it supports {', '.join(supported)}); {spec.output_mode} mode needs {_SINK_FOR_MODE[spec.output_mode]}"
         )
     for source in spec.secondary_sources:
-        if not isinstance(source, TableSource | StaticSource):
+        if not source.secondary:
             raise ConfigError(
                 f"table {name!r}: secondary source {source!r} must be a TableSource (a stream) or a "
                 "StaticSource (a reference table); land files into a bronze table first"
             )
-    if spec.secondary_sources and not isinstance(spec.source, TableSource):
+    if spec.secondary_sources and spec.source.streamed_table() is None:
         raise ConfigError(
             f"table {name!r}: a spec with secondary sources must read a registry table (TableSource) as its main "
             "source, so that all its streams use the same trigger"
@@ -75,9 +75,9 @@ def check_spec_modes(spec: TableSpec) -> None:
     if spec.output_mode == "complete":
         raise ConfigError(f"table {name!r}: late_table cannot be used in complete mode, which has no watermark")
     for source in spec.secondary_sources:
-        if isinstance(source, TableSource) and source.watermark is None:
+        if source.streamed_table() and source.watermark is None:
             raise ConfigError(
-                f"table {name!r}: secondary stream {source.table!r} needs a watermark when the spec has a "
+                f"table {name!r}: secondary stream {source.streamed_table()!r} needs a watermark when the spec has a "
                 "late_table (lateness is judged on every stream)"
             )
 

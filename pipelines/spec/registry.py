@@ -8,13 +8,12 @@ from infra.errors import ConfigError
 from infra.identifiers import validate_table_name
 from pipelines.spec.modes import check_spec_modes
 from pipelines.spec.strategy import Sink
-from pipelines.spec.tables import LAYERS, FileSource, KafkaSource, LandingSource, TableSource, TableSpec
+from pipelines.spec.tables import LAYERS, TableSpec
 
 
 def _check_landing_spec(spec: TableSpec) -> None:
-    """A landing source's transform runs per batch, after each landed file is checked (write.file_health) or
-    each Kafka message is parsed (pipelines.run.kafka_run)."""
-    assert isinstance(spec.source, LandingSource)
+    """A landing source's transform runs per batch, after each landed file is checked (pipelines.sources.file_health) or
+    each Kafka message is parsed (pipelines.sources.kafka)."""
     spec.source.validate(spec.name)
     streaming = {
         "a watermark": spec.watermark is not None,
@@ -25,7 +24,7 @@ def _check_landing_spec(spec: TableSpec) -> None:
     for what, declared in streaming.items():
         if declared:
             raise ConfigError(
-                f"table {spec.name!r} reads {'Kafka' if isinstance(spec.source, KafkaSource) else 'landed files'}"
+                f"table {spec.name!r} reads {spec.source.label}"
                 f" and declares {what}; a landing table is written per batch: land rows in bronze and declare "
                 "windows, joins and watermarks on a table that reads it"
             )
@@ -36,13 +35,12 @@ def _check_landing_spec(spec: TableSpec) -> None:
         )
 
 
-def _check_archived_folder(spec: TableSpec, first: TableSpec) -> None:
+def _check_archived_folder(spec: TableSpec, first: TableSpec, folder: str) -> None:
     """An archived landing folder is read by one table: archiving takes the files away from any other reader."""
-    assert isinstance(spec.source, FileSource) and isinstance(first.source, FileSource)
-    if first is not spec and (spec.source.archive or first.source.archive):
-        archiving = spec if spec.source.archive else first
+    if first is not spec and (spec.source.archives() or first.source.archives()):
+        archiving = spec if spec.source.archives() else first
         raise ConfigError(
-            f"table {archiving.name!r} archives landing folder {spec.source.dataset!r}, which {first.name!r} and "
+            f"table {archiving.name!r} archives landing folder {folder!r}, which {first.name!r} and "
             f"{spec.name!r} both read; archived files would never reach the other table: read the folder once "
             "(into bronze) and let the other table read that table, or set archive=False"
         )
@@ -69,10 +67,11 @@ class Registry:
                     "pipelines.spec.strategy.Sink (or use one of pipelines.write)"
                 )
             spec.maintenance.validate(spec.name)
-            if isinstance(spec.source, LandingSource):
+            if spec.source.lands:
                 _check_landing_spec(spec)
-            if isinstance(spec.source, FileSource):
-                _check_archived_folder(spec, folders.setdefault(spec.source.dataset, spec))
+            folder = spec.source.landing_folder_name()
+            if folder is not None:
+                _check_archived_folder(spec, folders.setdefault(folder, spec), folder)
             if spec.output.name.split(".")[0] != spec.layer:
                 raise ConfigError(f"table {spec.name!r} must live in the {spec.layer!r} namespace")
             for upstream in spec.upstreams:
@@ -102,7 +101,7 @@ class Registry:
         return [
             s
             for s in self._specs.values()
-            if s.upstream == name or any(isinstance(x, TableSource) and x.table == name for x in s.secondary_sources)
+            if s.upstream == name or any(x.streamed_table() == name for x in s.secondary_sources)
         ]
 
     def downstream_closure(self, tables: Iterable[str]) -> list[TableSpec]:

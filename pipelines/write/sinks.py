@@ -39,7 +39,7 @@ class BatchContext:
     checkpoint: Path
     batch_id: int
     metrics: Counter[str] = field(default_factory=Counter)
-    # Health of the landed files this run wrote (pipelines.write.file_health.FileHealth), shared across batches.
+    # Health of the landed files this run wrote (pipelines.sources.file_health.FileHealth), shared across batches.
     files: list = field(default_factory=list)
     # Where the run's time goes (shared across batches): appends and commit lookups are timed here.
     clock: Stopwatch = field(default_factory=Stopwatch)

@@ -17,7 +17,7 @@ from pipelines.io.formats import table_format
 from pipelines.io.kafka_produce import produce_lines
 from pipelines.run.pipeline import run_pipeline
 from pipelines.run.summary import table_numbers
-from pipelines.spec.tables import KafkaSource
+from pipelines.spec.sources import KafkaSource
 from quality.reconcile import pipelines_of, reconcile_pipeline
 from tests.support.kafka_registry import produce_orders
 

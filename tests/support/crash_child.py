@@ -28,6 +28,7 @@ from infra.spark import get_spark
 from pipelines.io.checkpoints import last_planned_batch
 from pipelines.io.formats import table_format
 from pipelines.run import runner
+from pipelines.sources import stream_query
 from tests.support.crash_registry import crash_registry
 from tests.support.repo import REPO
 
@@ -100,24 +101,24 @@ def main() -> None:
     # Every table commit of a batch goes through its format: a staged write and its publication count each.
     for method in ("append", "stage_append", "publish", "merge", "overwrite"):
         setattr(adapter, method, _counting(getattr(adapter, method)))
-    write = runner.write_micro_batch
+    write = stream_query.write_micro_batch
 
-    def killing_write(ctx, df, spec, headers=None) -> None:
+    def killing_write(ctx, df, kind, spec, headers=None) -> None:
         if point == "emit" and ctx.batch_id == kill_batch + 1:
             (settings.checkpoint_for(target) / "offsets" / str(ctx.batch_id)).unlink()
             _kill()
         if ctx.batch_id != kill_batch:
-            write(ctx, df, spec, headers)
+            write(ctx, df, kind, spec, headers)
             return
         if point == "before":
             _kill()
         _state.update(in_batch=True, commits=0)
-        write(ctx, df, spec, headers)
+        write(ctx, df, kind, spec, headers)
         _state["in_batch"] = False
         if point == "after":
             _kill()
 
-    runner.write_micro_batch = killing_write
+    stream_query.write_micro_batch = killing_write
     runner.run_table(get_spark(settings), settings, spec)
     if point == "committed":
         _kill()

@@ -6,7 +6,7 @@ import dataclasses
 
 from pipelines.datasets import default_registry
 from pipelines.spec.registry import Registry
-from pipelines.spec.tables import FileSource
+from pipelines.spec.sources import FileSource
 
 
 def crash_registry() -> Registry:

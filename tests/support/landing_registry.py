@@ -19,7 +19,8 @@ from pyspark.sql.types import (
 from pipelines.io.landing_parse import LANDED_LINEAGE
 from pipelines.spec.registry import Registry
 from pipelines.spec.rules import Rule, apply_rules
-from pipelines.spec.tables import FileSource, OutputTable, SchemaEvolution, TableSource, TableSpec
+from pipelines.spec.sources import FileSource, SchemaEvolution, TableSource
+from pipelines.spec.tables import OutputTable, TableSpec
 from pipelines.write.sinks import AppendSink, ValidateDedupeSink
 
 ORDER_FIELDS = [

@@ -48,7 +48,7 @@ from pipelines.ops.infer.sample import (
     landed_lines,
 )
 from pipelines.ops.infer.values import csv_cells, header_names, parse_json_line, record_order, refine_field, reorder
-from pipelines.spec.tables import FileSource
+from pipelines.spec.sources import FileSource
 
 
 @dataclass

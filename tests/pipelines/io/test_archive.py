@@ -19,7 +19,7 @@ from pipelines.ops.full_refresh import full_refresh
 from pipelines.ops.reprocess import reprocess
 from pipelines.run.runner import run_table
 from pipelines.spec.registry import Registry
-from pipelines.spec.tables import FileSource
+from pipelines.spec.sources import FileSource
 from quality.reconcile import Pipeline, reconcile_pipeline
 from tests.support.helpers import table
 from tests.support.landing_registry import orders_registry

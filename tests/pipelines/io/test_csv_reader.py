@@ -29,7 +29,7 @@ from pyspark.sql.types import (
 from pipelines.io.csv_reader import REPARSE_MARK, reader_applies, reads_alike
 from pipelines.io.landing_parse import CORRUPT_COLUMN, parse_csv_lines, read_csv_headers
 from pipelines.io.sources import read_batch_by_reader
-from pipelines.spec.tables import FileSource
+from pipelines.spec.sources import FileSource
 
 SCHEMA = StructType(
     [

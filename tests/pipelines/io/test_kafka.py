@@ -23,8 +23,8 @@ from infra.settings import Settings
 from pipelines.authoring.build import build_registry
 from pipelines.io.formats import table_format
 from pipelines.io.kafka_plan import LOST_PROPERTY, OFFSETS_PROPERTY, decode
-from pipelines.run.kafka_run import group_id
 from pipelines.run.runner import run_table
+from pipelines.sources.kafka import group_id
 from tests.support.kafka_registry import create_topic, kafka_declaration, kafka_registry, produce, produce_orders
 from tests.support.repo import REPO
 
@@ -273,7 +273,7 @@ def test_offsets_expired_from_the_history_are_read_from_the_rows(spark, fresh_se
 def test_offsets_the_reader_cannot_fetch_stop_the_batch_with_one_line_and_nothing_written(
     spark, fresh_settings, broker, monkeypatch
 ):
-    import pipelines.run.kafka_run as kafka_run
+    import pipelines.sources.kafka as kafka_run
 
     settings = _with(fresh_settings, broker)
     topic = _topic(broker, partitions=1)

@@ -22,8 +22,8 @@ from pyspark.sql import functions as F
 
 from infra.errors import PipelineError
 from infra.settings import Settings
-from pipelines.run.report import RunReport
 from pipelines.run.runner import run_table
+from pipelines.sources.report import RunReport
 from pipelines.spec.registry import Registry
 from quality.reconcile import Pipeline, reconcile_pipeline
 from tests.support.helpers import table

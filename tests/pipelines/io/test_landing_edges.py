@@ -18,8 +18,8 @@ from pyspark.sql import SparkSession
 from infra.errors import PipelineError
 from infra.settings import Settings
 from pipelines.io.landing import is_blank, landed_lines
-from pipelines.run.report import RunReport
 from pipelines.run.runner import run_table
+from pipelines.sources.report import RunReport
 from quality.reconcile import Pipeline, reconcile_pipeline
 from tests.support.helpers import table
 from tests.support.homes import make_settings

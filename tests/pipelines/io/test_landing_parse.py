@@ -42,7 +42,7 @@ from pipelines.io.landing_parse import (
     without_rescued,
 )
 from pipelines.io.landing_values import rounded
-from pipelines.spec.tables import FileSource
+from pipelines.spec.sources import FileSource
 
 SCHEMA = StructType(
     [StructField("id", StringType()), StructField("qty", IntegerType()), StructField("ts", TimestampType())]

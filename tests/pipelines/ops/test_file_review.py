@@ -22,7 +22,8 @@ from pipelines.ops.file_review import FileReviewError, acknowledge, file_rows, u
 from pipelines.run.runner import run_table
 from pipelines.run.summary import FILE_PROBLEMS_KEY, NOTE_KEY, table_notes, table_numbers
 from pipelines.spec.registry import Registry
-from pipelines.spec.tables import FileSource, OutputTable, TableSpec
+from pipelines.spec.sources import FileSource
+from pipelines.spec.tables import OutputTable, TableSpec
 from pipelines.write.sinks import AppendSink
 from tests.support.helpers import table
 

@@ -46,7 +46,8 @@ from pipelines.ops.maintenance.shape import table_location
 from pipelines.ops.table_health import compaction_reason, file_health
 from pipelines.run.runner import run_table
 from pipelines.spec.registry import Registry
-from pipelines.spec.tables import FileSource, MaintenancePolicy, TableSpec
+from pipelines.spec.sources import FileSource
+from pipelines.spec.tables import MaintenancePolicy, TableSpec
 from tests.support.object_storage import backing_file, in_bucket, plant_file
 from tests.support.reference import classify, load_landing
 

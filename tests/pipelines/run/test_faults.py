@@ -27,7 +27,7 @@ from pipelines.datasets.ecommerce.tables import event_counts_5m
 from pipelines.run.locks import lock_path, table_lock
 from pipelines.run.pipeline import run_pipeline
 from pipelines.run.runner import run_table
-from pipelines.spec.tables import TableSource
+from pipelines.spec.sources import TableSource
 from tests.support.crash_child import kill_in_child
 from tests.support.crash_registry import crash_registry
 from tests.support.helpers import table

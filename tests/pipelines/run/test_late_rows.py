@@ -22,8 +22,8 @@ from infra.errors import ConfigError
 from infra.settings import Settings
 from pipelines.authoring.discover import load_registry
 from pipelines.run.pipeline import run_pipeline
-from pipelines.run.report import RunReport
 from pipelines.run.runner import run_table
+from pipelines.sources.report import RunReport
 from tests.support import textbook_queries as q
 from tests.support.helpers import table
 from tests.support.homes import make_settings

@@ -27,12 +27,13 @@ from pipelines.datasets.clickstream.sample_data import make_clickstream, write_j
 from pipelines.io.checkpoints import committed_watermark_ms
 from pipelines.io.formats import table_format
 from pipelines.run.pipeline import run_pipeline
-from pipelines.run.report import RunReport
 from pipelines.run.runner import run_table
-from pipelines.run.streams import late_output
 from pipelines.run.summary import table_numbers
+from pipelines.sources.report import RunReport
+from pipelines.sources.streams import late_output
 from pipelines.spec.registry import Registry
-from pipelines.spec.tables import TableSource, TableSpec, Watermark
+from pipelines.spec.sources import TableSource, Watermark
+from pipelines.spec.tables import TableSpec
 from pipelines.write.merge import OverwriteSink, UpsertSink
 from pipelines.write.sinks import AppendSink, BatchContext
 from tests.support import streaming_reference as ref

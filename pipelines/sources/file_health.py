@@ -34,7 +34,8 @@ from pipelines.io.landing_parse import (
     without_rescued,
 )
 from pipelines.io.sources import read_batch_by_reader
-from pipelines.spec.tables import FileSource, TableSpec, files_output
+from pipelines.spec.sources import FileSource
+from pipelines.spec.tables import TableSpec, files_output
 from pipelines.write.sinks import AppendSink, BatchContext
 
 ACKNOWLEDGED = "acknowledged"

@@ -8,9 +8,7 @@ table holds. The consumer group's offsets are committed after the table's, for l
 
 from __future__ import annotations
 
-import time
-from collections import Counter
-from collections.abc import Callable
+from typing import TYPE_CHECKING, ClassVar
 
 from confluent_kafka import KafkaException, TopicPartition
 from pyspark.sql import DataFrame, SparkSession
@@ -18,13 +16,12 @@ from pyspark.sql import functions as F
 
 from infra.errors import PipelineError, first_line
 from infra.settings import Settings
-from infra.spark import Session, running_session, started_session
-from infra.stopwatch import Stopwatch
 from pipelines.io.formats import TableFormats, table_format
 from pipelines.io.kafka_plan import (
     LOST_PROPERTY,
     OFFSETS_PROPERTY,
     Offsets,
+    Plan,
     batches,
     consumer,
     decode,
@@ -35,8 +32,18 @@ from pipelines.io.kafka_plan import (
     plan_run,
 )
 from pipelines.io.kafka_read import UNKNOWN_FIELDS, UNREAD_OFFSET, parse_messages, read_messages
-from pipelines.run.report import RunReport
-from pipelines.spec.tables import KafkaSource, TableSpec
+from pipelines.io.landing_parse import KAFKA_LINEAGE, LANDED_LINEAGE
+from pipelines.sources.base import Accounting, Run, SourceKind
+from pipelines.sources.files import LANDING_CHECKS
+from pipelines.sources.kafka_offsets import offsets_vs_bronze
+from pipelines.spec.expectations import unique
+from pipelines.spec.sources import KafkaSource
+from pipelines.spec.tables import TableSpec
+
+if TYPE_CHECKING:
+    from pyspark.sql.types import StructField
+
+    from pipelines.spec.expectations import Expectation
 
 BATCH_PROPERTY = "tributary.kafka.batch"
 
@@ -69,58 +76,68 @@ def offsets_from_rows(df: DataFrame) -> tuple[Offsets, int]:
     return offsets, max((r["batch"] for r in rows if r["batch"] is not None), default=-1)
 
 
-def partition_lag(settings: Settings, spec: TableSpec, spark: SparkSession | None = None) -> dict[tuple[str, int], int]:
-    """Messages behind per partition now (end offset minus the table's committed offset); no JVM needed when the
-    table's offsets are in its commits."""
-    source = spec.source
-    assert isinstance(source, KafkaSource)
-    fmt = table_format(settings)
-    committed = committed_offsets(spark, fmt, spec.name)
-    with consumer(settings.kafka, source, group_id(spec.name)) as client:
-        ends = end_offsets(client, settings.kafka, source, spec.name)
-    return lag(ends, committed[0] if committed is not None else {})
+class KafkaKind(SourceKind):
+    """Messages of Kafka topics (`KafkaSource`): offsets planned on the driver, read on the executors, each batch's
+    rows committed with its end offsets."""
 
+    source: KafkaSource
+    trigger: ClassVar[str] = "kafka"
+    has_lag: ClassVar[bool] = True
 
-def run_kafka_table(
-    session: Session,
-    settings: Settings,
-    spec: TableSpec,
-    clock: Stopwatch,
-    prepare: Callable[[SparkSession, TableFormats, TableSpec], None],
-) -> RunReport:
-    """Read everything the source's partitions hold beyond the table's offsets, in batches; commit, stop, report."""
-    started = time.perf_counter()
-    source = spec.source
-    assert isinstance(source, KafkaSource)
-    fmt = table_format(settings)
-    report = RunReport(table=spec.name, trigger="kafka")
-    spark = running_session(session)
-    with clock.stage("checks"):
-        known = committed_offsets(spark, fmt, spec.name)
+    def __init__(self, source: KafkaSource) -> None:
+        super().__init__(source)
+        self.plan: Plan | None = None
+        self.ends: Offsets = {}
+        self.position: Offsets = {}
+        self.last_batch = -1
+
+    def lineage(self) -> tuple[StructField, ...]:
+        """The landed time, then the message's topic, partition, offset, key and time."""
+        return (*LANDED_LINEAGE, *KAFKA_LINEAGE)
+
+    def landing_checks(self) -> tuple[Expectation, ...]:
+        """Every landed row names its time and batch."""
+        return LANDING_CHECKS
+
+    def row_checks(self) -> tuple[Expectation, ...]:
+        """Each message is in the table once."""
+        return (unique("_kafka_topic", "_kafka_partition", "_kafka_offset"),)
+
+    def check(self, run: Run) -> None:
+        """Plan the run: the offsets kept with the table's last commit up to the brokers' end offsets now."""
+        spec = run.spec
+        known = committed_offsets(run.running(), run.fmt, spec.name)
         if known is None:
-            spark = started_session(session, settings)
-            known = offsets_from_rows(fmt.read(spark, spec.name))
-        committed, last_batch = known
-        with consumer(settings.kafka, source, group_id(spec.name)) as client:
-            ends = end_offsets(client, settings.kafka, source, spec.name)
-        plan = plan_run(ends, committed, source, spec.name)
-    metrics: Counter[str] = Counter(kafka_partitions=len(ends))
-    position = {**committed, **plan.starts}
-    if plan.ranges or plan.lost or not fmt.exists(spark, spec.name):
-        spark = started_session(session, settings)
-        with clock.stage("prepare_tables"):
-            prepare(spark, fmt, spec)
-    if plan.ranges or plan.lost:
-        metrics["kafka_offsets_lost"] = sum(r.size for r in plan.lost)
-        topics = sorted({topic for topic, _ in ends})
-        for i, chunk in enumerate(batches(plan.ranges, source.max_offsets_per_batch) or [[]]):
-            batch_id = last_batch + 1 + i
-            position.update({(r.topic, r.partition): r.end for r in chunk})
-            properties = {OFFSETS_PROPERTY: encode(position), BATCH_PROPERTY: str(batch_id)}
+            known = offsets_from_rows(run.fmt.read(run.spark(), spec.name))
+        committed, self.last_batch = known
+        with consumer(run.settings.kafka, self.source, group_id(spec.name)) as client:
+            self.ends = end_offsets(client, run.settings.kafka, self.source, spec.name)
+        self.plan = plan_run(self.ends, committed, self.source, spec.name)
+        self.position = {**committed, **self.plan.starts}
+        run.metrics["kafka_partitions"] = len(self.ends)
+
+    def nothing_to_read(self, run: Run) -> bool:
+        """No offsets to read and none lost since the last commit."""
+        assert self.plan is not None
+        return not (self.plan.ranges or self.plan.lost)
+
+    def read_batches(self, run: Run) -> None:
+        """Each batch of at most `max_offsets_per_batch` messages is one table commit with its end offsets."""
+        assert self.plan is not None
+        spec, fmt, plan, report = run.spec, run.fmt, self.plan, run.report
+        spark = run.spark()
+        with run.clock.stage("prepare_tables"):
+            self.prepare_tables(spark, fmt, spec)
+        run.metrics["kafka_offsets_lost"] = sum(r.size for r in plan.lost)
+        topics = sorted({topic for topic, _ in self.ends})
+        for i, chunk in enumerate(batches(plan.ranges, self.source.max_offsets_per_batch) or [[]]):
+            batch_id = self.last_batch + 1 + i
+            self.position.update({(r.topic, r.partition): r.end for r in chunk})
+            properties = {OFFSETS_PROPERTY: encode(self.position), BATCH_PROPERTY: str(batch_id)}
             if i == 0 and plan.lost:
                 properties[LOST_PROPERTY] = encode_ranges(plan.lost)
-            with clock.stage("batch.write"):
-                rows = _batch_rows(spark, settings, spec, chunk, topics, batch_id)
+            with run.clock.stage("batch.write"):
+                rows = _batch_rows(spark, run.settings, spec, self.source, chunk, topics, batch_id)
                 try:
                     added = fmt.append(rows, spec.name, f"kafka:{spec.name}", batch_id, properties)
                 except Exception as exc:
@@ -128,30 +145,42 @@ def run_kafka_table(
             report.batches += 1
             report.data_batches += 1 if chunk else 0
             report.rows_in += added
-            metrics["kafka_offsets_read"] += sum(r.size for r in chunk)
-            metrics[f"rows_written:{spec.name}"] += added
-        metrics["kafka_group_committed"] = int(_commit_group(settings, source, spec.name, position))
-    else:
-        report.skipped = True
-    with consumer(settings.kafka, source, group_id(spec.name)) as client:
-        behind = lag(end_offsets(client, settings.kafka, source, spec.name), position)
-    metrics["kafka_lag"] = sum(behind.values())
-    metrics.update({f"kafka_lag_{topic}_{partition}": n for (topic, partition), n in sorted(behind.items())})
-    report.metrics = dict(metrics)
-    with clock.stage("stats"):
-        report.tables = {out.name: fmt.stats(spark, out.name) for out in spec.outputs()}
-    report.seconds = round(time.perf_counter() - started, 3)
-    if report.seconds and report.rows_in:
-        report.processed_rows_per_second = round(report.rows_in / report.seconds, 1)
-    return report
+            run.metrics["kafka_offsets_read"] += sum(r.size for r in chunk)
+            run.metrics[f"rows_written:{spec.name}"] += added
+
+    def after_run(self, run: Run, skipped: bool) -> None:
+        """Mirror the offsets into the consumer group (when batches ran), then measure the lag left."""
+        settings, name = run.settings, run.spec.name
+        if not skipped:
+            run.metrics["kafka_group_committed"] = int(_commit_group(settings, self.source, name, self.position))
+        with consumer(settings.kafka, self.source, group_id(name)) as client:
+            behind = lag(end_offsets(client, settings.kafka, self.source, name), self.position)
+        run.metrics["kafka_lag"] = sum(behind.values())
+        run.metrics.update({f"kafka_lag_{topic}_{partition}": n for (topic, partition), n in sorted(behind.items())})
+
+    def accounting(self, spark: SparkSession, settings: Settings, spec: TableSpec) -> Accounting:
+        """Each committed offset is in the table once."""
+        return offsets_vs_bronze(spark, settings, spec)
+
+    def partition_lag(self, settings: Settings, spec: TableSpec) -> dict[tuple[str, int], int]:
+        """Messages behind per partition now; no JVM needed when the table's offsets are in its commits."""
+        fmt = table_format(settings)
+        committed = committed_offsets(None, fmt, spec.name)
+        with consumer(settings.kafka, self.source, group_id(spec.name)) as client:
+            ends = end_offsets(client, settings.kafka, self.source, spec.name)
+        return lag(ends, committed[0] if committed is not None else {})
 
 
 def _batch_rows(
-    spark: SparkSession, settings: Settings, spec: TableSpec, chunk: list, topics: list[str], batch_id: int
+    spark: SparkSession,
+    settings: Settings,
+    spec: TableSpec,
+    source: KafkaSource,
+    chunk: list,
+    topics: list[str],
+    batch_id: int,
 ) -> DataFrame:
     """The table rows of one batch: messages read on the executors, parsed, through the spec's function."""
-    source = spec.source
-    assert isinstance(source, KafkaSource)
     names = spec.output.schema.names
     if not chunk:
         return spark.createDataFrame([], spec.output.schema)

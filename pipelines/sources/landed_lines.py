@@ -1,4 +1,4 @@
-"""Landed lines = bronze rows, file by file: the first outcome of the pipeline reconciliation."""
+"""Landed lines = bronze rows, file by file: what a file source accounts for in the pipeline reconciliation."""
 
 from __future__ import annotations
 
@@ -14,8 +14,9 @@ from pipelines.io.archive import received_files
 from pipelines.io.checkpoints import committed_files
 from pipelines.io.formats import table_format
 from pipelines.io.landing import is_blank, landed_lines
-from pipelines.spec.tables import FileSource, TableSpec
-from quality.results import MAX_SAMPLES, Outcome
+from pipelines.sources.base import Accounting
+from pipelines.spec.sources import FileSource
+from pipelines.spec.tables import TableSpec
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -30,11 +31,9 @@ def _lines(path: Path, source: FileSource) -> int:
     return max(count - 1, 0) if source.format == "csv" else count
 
 
-def landed_vs_bronze(spark: SparkSession, settings: Settings, bronze_spec: TableSpec) -> tuple[Outcome, list[str]]:
+def landed_vs_bronze(spark: SparkSession, settings: Settings, bronze_spec: TableSpec, source: FileSource) -> Accounting:
     """Every file the bronze stream read (landed or archived) has as many bronze rows as it has lines; notes name
     files not read yet and files gone from the landing folder and the archive."""
-    source = bronze_spec.source
-    assert isinstance(source, FileSource)
     bronze = table_format(settings).read(spark, bronze_spec.name)
     per_file = {
         canonical(r["_source_file"]): int(r["n"])
@@ -58,13 +57,12 @@ def landed_vs_bronze(spark: SparkSession, settings: Settings, bronze_spec: Table
         bronze_total += rows
         if lines != rows:
             mismatched.append(f"{landed[name].name}: {lines} landed, {rows} in bronze")
-    outcome = Outcome(
+    return Accounting(
         name=f"landed lines = {bronze_spec.name} rows",
-        severity="error",
         success=not mismatched,
         observed=f"{landed_total} landed lines, {bronze_total} bronze rows in {len(read & set(landed))} files",
         element_count=landed_total,
         unexpected_count=abs(landed_total - bronze_total) if mismatched else 0,
-        samples=mismatched[:MAX_SAMPLES],
+        samples=mismatched,
+        notes=notes,
     )
-    return outcome, notes

@@ -16,14 +16,13 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StringType, StructField, StructType, TimestampType
 
-from infra.paths import canonical_all
 from infra.settings import Settings
-from pipelines.io.checkpoints import caught_up_offsets, late_events_watermark_ms, seen_files
+from pipelines.io.checkpoints import late_events_watermark_ms
 from pipelines.io.formats import TableFormat
-from pipelines.io.sources import check_landing
 from pipelines.spec.plans import late_bounds
 from pipelines.spec.rules import time_range_condition
-from pipelines.spec.tables import FileSource, OutputTable, StaticSource, TableSource, TableSpec, Watermark
+from pipelines.spec.sources import Watermark
+from pipelines.spec.tables import OutputTable, TableSpec
 from pipelines.write.sinks import BatchContext
 
 TIME_GUARD = "tributary_time_guard"
@@ -132,15 +131,17 @@ def _watermarked(df: DataFrame, watermark: Watermark | None) -> DataFrame:
 def _inputs(
     spark: SparkSession, settings: Settings, fmt: TableFormat, spec: TableSpec
 ) -> list[tuple[str, DataFrame, Watermark | None]]:
-    """(name, DataFrame, watermark) of the main source and each secondary source, in transform argument order."""
-    main = spec.source
-    assert isinstance(main, TableSource)  # a file source has no secondary inputs (pipelines.spec.registry)
-    out = [(main.table, fmt.read_stream(spark, main.table), spec.watermark)]
+    """(name, DataFrame, watermark) of the main source and each secondary source, in transform argument order:
+    streamed tables as streams, reference tables read whole (no watermark)."""
+    main = spec.source.streamed_table()
+    assert main is not None  # only a table stream has secondary inputs (pipelines.spec.modes)
+    out = [(main, fmt.read_stream(spark, main), spec.watermark)]
     for source in spec.secondary_sources:
-        if isinstance(source, StaticSource):
-            out.append((source.table, fmt.read(spark, source.table), None))
-        else:
-            out.append((source.table, fmt.read_stream(spark, source.table), source.watermark))
+        streamed, table = source.streamed_table(), source.read_table()
+        if streamed is not None:
+            out.append((streamed, fmt.read_stream(spark, streamed), source.watermark))
+        elif table is not None:
+            out.append((table, fmt.read(spark, table), None))
     return out
 
 
@@ -166,30 +167,3 @@ def write_with_late_rows(ctx: BatchContext, df: DataFrame, spec: TableSpec) -> N
             spec.sink.write(ctx, batch.filter(F.col(OUT_COLUMN).isNotNull()).select(f"{OUT_COLUMN}.*"))
     finally:
         batch.unpersist()
-
-
-def nothing_to_read(spark: SparkSession | None, settings: Settings, fmt: TableFormat, spec: TableSpec) -> bool:
-    """True when the spec's query could not run a batch, so the runner need not start it: its inputs were never
-    written (an empty landing folder, tables without a snapshot), or nothing arrived since its last committed batch
-    and that batch owes nothing (no replay, no no-data batch; `caught_up_offsets`).
-
-    Nothing arrived means: every landed file is in the stream's file log, and each table source's format says the
-    stream has read all of its appends (`TableFormat.consumer_caught_up`). A missing upstream table is not
-    "nothing": the stream then fails with its own clear error.
-    """
-    sources = [spec.source, *(s for s in spec.secondary_sources if isinstance(s, TableSource))]
-    checkpoint = settings.checkpoint_for(spec.name)
-    for source in sources:
-        if isinstance(source, FileSource):
-            landed = check_landing(settings, source, spec.name)
-            if not landed:
-                continue
-            if (
-                caught_up_offsets(checkpoint) is None
-                or not set(canonical_all(map(str, landed))) <= seen_files(checkpoint).keys()
-            ):
-                return False
-            continue
-        if not fmt.exists(spark, source.table) or not fmt.consumer_caught_up(spark, source.table, checkpoint):
-            return False
-    return True

@@ -6,8 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pipelines.io.formats import TableStats
-from pipelines.run import streams
-from pipelines.write import file_health
+from pipelines.sources import file_health, streams
 
 
 @dataclass
@@ -33,7 +32,7 @@ class RunReport:
     skipped: bool = False
     # Why a run had nothing to do, when it is worth saying (e.g. nothing has landed yet).
     note: str | None = None
-    # Health of every landed file this run read (file sources; pipelines.write.file_health.FileHealth).
+    # Health of every landed file this run read (file sources; pipelines.sources.file_health.FileHealth).
     files: list[file_health.FileHealth] = field(default_factory=list)
     # Landing-folder entries the run did not read and says so on every run (subfolders).
     landing_warnings: list[str] = field(default_factory=list)
@@ -49,7 +48,7 @@ class RunReport:
 
 
 def count_landed(report: RunReport, rows: int, data_batches: int) -> None:
-    """A file source's rows in: its landed records (`pipelines.write.file_health.record`), not the lines Spark's
+    """A file source's rows in: its landed records (`pipelines.sources.file_health.record`), not the lines Spark's
     stream counted (header and blank lines included, files read by the CSV reader left out)."""
     report.rows_in = rows
     report.data_batches = data_batches

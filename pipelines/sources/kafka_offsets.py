@@ -16,14 +16,14 @@ from pyspark.sql import functions as F
 from infra.settings import Settings
 from pipelines.io.formats import table_format
 from pipelines.io.kafka_plan import OFFSETS_PROPERTY, decode
+from pipelines.sources.base import Accounting
 from pipelines.spec.tables import TableSpec
-from quality.results import MAX_SAMPLES, Outcome
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 
-def offsets_vs_bronze(spark: SparkSession, settings: Settings, bronze_spec: TableSpec) -> tuple[Outcome, list[str]]:
+def offsets_vs_bronze(spark: SparkSession, settings: Settings, bronze_spec: TableSpec) -> Accounting:
     """Rows per partition against the table's committed offsets."""
     fmt = table_format(settings)
     kept = fmt.latest_properties(spark, bronze_spec.name, OFFSETS_PROPERTY)
@@ -53,13 +53,12 @@ def offsets_vs_bronze(spark: SparkSession, settings: Settings, bronze_spec: Tabl
         missing = r["last"] - r["first"] + 1 - r["offsets"]
         if missing > 0:
             notes.append(f"{where}: {missing} offsets between {r['first']} and {r['last']} have no row")
-    outcome = Outcome(
+    return Accounting(
         name=f"Kafka offsets committed = {bronze_spec.name} rows, each once",
-        severity="error",
         success=not problems,
         observed=f"{total} rows from {len(per_partition)} partitions, {len(committed)} with committed offsets",
         element_count=total,
         unexpected_count=len(problems),
-        samples=problems[:MAX_SAMPLES],
+        samples=problems,
+        notes=notes,
     )
-    return outcome, notes
