@@ -101,8 +101,16 @@ def build_spec(d: Declaration, specs: dict[str, TableSpec]) -> TableSpec:
     kind = d.write
     if d.rules and not kind.validates:
         raise d.error("declares row expectations but its write kind keeps no quarantine", "use write=dedupe(...)")
-    if d.late and d.watermark is None:
+    if d.late and not d.watermarked:
         raise d.error("declares late=True without a watermark", "add watermark=('event_time', '10 minutes')")
+    if d.late:
+        unwatermarked = [p.name for p in d.params if not p.static and d.watermark_for(p) is None]
+        if unwatermarked:
+            raise d.error(
+                f"declares late=True but stream {unwatermarked[0]!r} has no watermark (lateness is judged on "
+                "every stream)",
+                f"add {unwatermarked[0]!r} to watermark={{...}}",
+            )
     if kind.recomputes and (d.source is not None or len(d.streams) != 1):
         raise d.error("recompute(...) reads one upstream table", "read other tables whole (parameter = static)")
     main = d.params and _runner_params(d)[0]
@@ -128,7 +136,7 @@ def build_spec(d: Declaration, specs: dict[str, TableSpec]) -> TableSpec:
     built = kind.build(d, output, rules, call)
     late = (late_output(f"{d.name}_late"),) if d.late else ()
     secondary: list[TableSource | StaticSource] = [
-        StaticSource(p.table) if p.static else TableSource(p.table, watermark=d.watermark) for p in params[1:]
+        StaticSource(p.table) if p.static else TableSource(p.table, watermark=d.watermark_for(p)) for p in params[1:]
     ]
     keys = d.keys or kind.keys
     for key in keys:
@@ -142,7 +150,7 @@ def build_spec(d: Declaration, specs: dict[str, TableSpec]) -> TableSpec:
         transform=transform,
         sink=built.sink,
         keys=keys,
-        watermark=d.watermark if d.source is None else None,
+        watermark=d.watermark_for(main) if main else None,
         output_mode=built.output_mode,  # type: ignore[arg-type]
         extra_outputs=(*built.extra_outputs, *late),
         maintenance=d.maintenance,

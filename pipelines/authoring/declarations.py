@@ -83,7 +83,9 @@ class Declaration:
     params: tuple[Param, ...] = ()
     source: Source | None = None
     keys: tuple[str, ...] = ()
+    # One watermark for every stream the function reads, or one per stream parameter (`watermarks`).
     watermark: Watermark | None = None
+    watermarks: tuple[tuple[str, Watermark], ...] = ()
     late: bool = False
     partition_by: tuple[str, ...] = ()
     schema: StructType | None = None
@@ -102,6 +104,17 @@ class Declaration:
     def statics(self) -> tuple[str, ...]:
         """The reference tables this one reads whole, in parameter order."""
         return tuple(p.table for p in self.params if p.static)
+
+    @property
+    def watermarked(self) -> bool:
+        """Whether any stream the function reads has a watermark."""
+        return self.watermark is not None or bool(self.watermarks)
+
+    def watermark_for(self, param: Param) -> Watermark | None:
+        """The watermark of one stream parameter: its own, or the one declared for every stream."""
+        if self.watermarks:
+            return dict(self.watermarks).get(param.name)
+        return self.watermark
 
     def error(self, problem: str, fix: str) -> DeclarationError:
         """A DeclarationError naming this declaration's place, the problem and the fix."""

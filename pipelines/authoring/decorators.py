@@ -129,8 +129,11 @@ def _options(options: dict[str, Any], where: str) -> dict[str, Any]:
             "upsert(...), replace() or cdc(...) from pipelines.authoring"
         )
     wm = options.get("watermark")
-    if isinstance(wm, tuple):
-        options["watermark"] = Watermark(*wm)
+    if isinstance(wm, dict):
+        options["watermarks"] = tuple((name, _watermark(value, where)) for name, value in wm.items())
+        options.pop("watermark")
+    elif wm is not None:
+        options["watermark"] = _watermark(wm, where)
     for name in ("keys", "partition_by"):
         value = options.get(name)
         if isinstance(value, str):
@@ -144,6 +147,29 @@ def _options(options: dict[str, Any], where: str) -> dict[str, Any]:
     if options.get("maintenance") is None:
         options["maintenance"] = MaintenancePolicy()
     return {"write": write, **{k: v for k, v in options.items() if v is not None}}
+
+
+def _watermark(value: Any, where: str) -> Watermark:
+    """A declared watermark: `tb.watermark(...)` or a `(column, delay)` tuple."""
+    if isinstance(value, Watermark):
+        return value
+    if isinstance(value, tuple) and len(value) in (2, 3, 4) and all(isinstance(v, str) for v in value):
+        return Watermark(*value)
+    raise DeclarationError(
+        f"{where}: watermark={value!r} is not a watermark; use tb.watermark('event_time', '10 minutes'), or one "
+        "per stream parameter: watermark={'clicks': tb.watermark('click_time', '5 minutes'), ...}"
+    )
+
+
+def _check_watermarks(declaration: Declaration) -> None:
+    """Per-stream watermarks name stream parameters of the function."""
+    streams = [p.name for p in declaration.params if not p.static]
+    for name, _ in declaration.watermarks:
+        if name not in streams:
+            raise declaration.error(
+                f"watermark names {name!r}, which is not a stream parameter of the function",
+                f"key the watermarks by the stream parameters: {', '.join(streams) or '(none)'}",
+            )
 
 
 def _declare(layer: Layer, fn: Callable[..., Any], options: dict[str, Any]) -> Callable[..., Any]:
@@ -179,6 +205,7 @@ def _declare(layer: Layer, fn: Callable[..., Any], options: dict[str, Any]) -> C
         description=description,
         **_options(options, where),
     )
+    _check_watermarks(declaration)
     record(declaration)
     setattr(fn, _DECLARED, declaration.name)
     return fn

@@ -83,13 +83,14 @@ def input_frames(d: Declaration, specs: Mapping[str, TableSpec], streaming: bool
             frames.append(spark.createDataFrame([], schema))
             continue
         df = empty_stream(spark, schema)
-        if d.watermark is not None:
-            if d.watermark.column not in schema.names:
+        wm = d.watermark_for(param)
+        if wm is not None:
+            if wm.column not in schema.names:
                 raise d.error(
-                    f"the watermark column {d.watermark.column!r} is not a column of {param.table}",
+                    f"the watermark column {wm.column!r} is not a column of {param.table}",
                     f"watermark on one of {', '.join(schema.names)}",
                 )
-            df = df.withWatermark(d.watermark.column, d.watermark.delay)
+            df = df.withWatermark(wm.column, wm.delay)
         frames.append(df)
     return frames
 

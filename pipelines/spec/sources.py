@@ -164,7 +164,8 @@ class KafkaSource(Source):
 class TableSource(Source):
     """The appends of an upstream table in the registry, read as a stream.
 
-    `watermark` is for a secondary stream (`TableSpec.secondary_sources`); the main source uses `TableSpec.watermark`.
+    `watermark` is a secondary stream's own (`TableSpec.secondary_sources`; the main source's is `TableSpec.watermark`):
+    each input of a join judges its rows by its own event-time column and delay.
     """
 
     table: str
