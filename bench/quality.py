@@ -9,7 +9,7 @@ from pyspark.sql import SparkSession
 
 from infra.settings import Settings
 from infra.spark import get_spark
-from pipelines.authoring.discover import load_registry
+from pipelines.authoring.load import load_registry
 from pipelines.datasets.ecommerce.sample_data import generate
 from pipelines.io.formats import table_format
 from pipelines.run.runner import run_table

@@ -16,7 +16,7 @@ from typing import Any
 
 from infra.settings import Settings
 from infra.spark import get_spark
-from pipelines.authoring.discover import load_registry
+from pipelines.authoring.load import load_registry
 from pipelines.datasets.clickstream.sample_data import LANDING_FOLDERS, ensure_landing_folders, generate_clickstream
 from pipelines.run.runner import run_table
 from pipelines.sources.report import RunReport

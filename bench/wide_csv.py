@@ -73,7 +73,7 @@ def side_tributary(config: dict[str, Any]) -> dict[str, Any]:
     """The chain as declared in `bench.wide_tables`: first load, then the increment; seconds per table."""
     from bench import wide_tables
     from infra.spark import get_spark
-    from pipelines.authoring.discover import load_registry
+    from pipelines.authoring.load import load_registry
     from pipelines.io.formats import table_format
     from pipelines.io.partition_grain import table_grain
     from pipelines.run.runner import run_table

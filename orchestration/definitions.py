@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dagster import AssetSelection, Definitions, define_asset_job, in_process_executor
 
+from infra.errors import TributaryError
 from infra.settings import Settings
 from orchestration.assets import build_table_assets
 from orchestration.checks import build_asset_checks
@@ -51,4 +52,12 @@ def build_definitions() -> Definitions:
     )
 
 
-defs = build_definitions()
+class DatasetProblems(Exception):
+    """The datasets cannot be loaded: the message holds one line per problem (`tributary validate` prints them)."""
+
+
+try:
+    defs = build_definitions()
+except TributaryError as exc:
+    # Raised here, not from deep in the loading code, so Dagster shows the lines with a one-frame stack.
+    raise DatasetProblems(str(exc)) from None

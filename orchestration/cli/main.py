@@ -264,6 +264,10 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, Handler]]:
 
     register_files(sub, handlers)  # files list, files ack
 
+    from orchestration.cli.validate import register as register_validate
+
+    register_validate(sub, handlers)  # validate
+
     from orchestration.cli.cluster import register as register_cluster
 
     register_cluster(sub, handlers)  # cluster up, cluster down, cluster status

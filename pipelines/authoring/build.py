@@ -6,34 +6,42 @@ from collections.abc import Callable, Iterable
 
 from pyspark.sql import DataFrame
 
-from infra.errors import ConfigError
 from pipelines.authoring import schemas
 from pipelines.authoring.declarations import Declaration, DeclarationError, Param
 from pipelines.sources.kinds import kind_of
 from pipelines.sources.streams import late_output
 from pipelines.spec.expectations import Expectation, schema_matches
-from pipelines.spec.registry import Registry
+from pipelines.spec.modes import check_query_mode
 from pipelines.spec.rules import Rule, key_rules, landed_rules
 from pipelines.spec.sources import StaticSource, TableSource
 from pipelines.spec.tables import OutputTable, TableSpec
 
 
-def ordered(declarations: Iterable[Declaration]) -> list[Declaration]:
+def ordered(declarations: Iterable[Declaration], problems: list[str] | None = None) -> list[Declaration]:
     """Declarations with every upstream before its readers (declaration order otherwise).
 
-    Raises a DeclarationError for a table declared twice, an input no dataset declares, and a cycle.
+    A table declared twice, an input no dataset declares, and a cycle raise a DeclarationError; with `problems`,
+    their lines are added there instead and the tables at fault (and their readers) are left out.
     """
+
+    def report(error: DeclarationError) -> None:
+        if problems is None:
+            raise error
+        problems.append(str(error))
+
     by_name: dict[str, Declaration] = {}
     for d in declarations:
         if d.name in by_name:
-            raise d.error(f"is also declared at {by_name[d.name].where}", "declare each table once (or pass name=)")
+            report(d.error(f"is also declared at {by_name[d.name].where}", "declare each table once (or pass name=)"))
+            continue
         by_name[d.name] = d
     done: dict[str, bool] = {}
+    failed: set[str] = set()
     out: list[Declaration] = []
 
-    def visit(d: Declaration, path: list[Declaration]) -> None:
+    def visit(d: Declaration, path: list[Declaration]) -> bool:
         if done.get(d.name):
-            return
+            return d.name not in failed
         if d.name in done:
             cycle = path[path.index(d) :]
             places = " → ".join(f"{x.name} ({x.where})" for x in [*cycle, d])
@@ -46,16 +54,26 @@ def ordered(declarations: Iterable[Declaration]) -> list[Declaration]:
                     f"parameter {param.name!r} reads {param.table!r}, which no dataset declares",
                     f"declare it or rename the parameter (known tables: {', '.join(sorted(by_name)) or 'none'})",
                 )
-            visit(upstream, [*path, d])
+            if not visit(upstream, [*path, d]):
+                failed.add(d.name)
+                done[d.name] = True
+                return False
         done[d.name] = True
         out.append(d)
+        return True
 
     for d in by_name.values():
-        visit(d, [])
+        try:
+            visit(d, [])
+        except DeclarationError as exc:
+            report(exc)
+            stuck = [name for name, finished in done.items() if not finished]
+            failed.update(stuck)
+            done.update(dict.fromkeys(stuck, True))
     return out
 
 
-def _runner_params(d: Declaration) -> tuple[Param, ...]:
+def runner_params(d: Declaration) -> tuple[Param, ...]:
     """Parameters in the order the runner passes inputs: the first stream, then the others as declared."""
     main = next(p for p in d.params if not p.static)
     return (main, *(p for p in d.params if p is not main))
@@ -68,7 +86,7 @@ def _caller(d: Declaration) -> Callable[..., DataFrame]:
         return lambda df: df
     if d.source is not None:
         return fn
-    names = [p.name for p in _runner_params(d)]
+    names = [p.name for p in runner_params(d)]
     return lambda *frames: fn(**dict(zip(names, frames, strict=True)))
 
 
@@ -113,7 +131,7 @@ def build_spec(d: Declaration, specs: dict[str, TableSpec]) -> TableSpec:
             )
     if kind.recomputes and (d.source is not None or len(d.streams) != 1):
         raise d.error("recompute(...) reads one upstream table", "read other tables whole (parameter = static)")
-    main = d.params and _runner_params(d)[0]
+    main = d.params and runner_params(d)[0]
     upstream = specs.get(main.table) if main else None
     landed = upstream is not None and upstream.source.lands
     rules: tuple[Rule, ...] = d.rules
@@ -121,7 +139,7 @@ def build_spec(d: Declaration, specs: dict[str, TableSpec]) -> TableSpec:
         rules = (*(landed_rules(upstream.name) if landed else ()), *key_rules(kind.keys, d.rules), *d.rules)
     call = _caller(d)
     transform = kind.transform(d, rules, call)
-    params = _runner_params(d) if d.params else ()
+    params = runner_params(d) if d.params else ()
 
     def plan(frames: list[DataFrame]) -> DataFrame:
         ordered_frames = [frames[d.params.index(p)] for p in params] if params else frames
@@ -130,9 +148,12 @@ def build_spec(d: Declaration, specs: dict[str, TableSpec]) -> TableSpec:
     partition_by = _partition_by(d)
     # A default days(<time>) partitioning may become coarser from the upstream's days when the table is created.
     grain_from = main.table if main and not d.partition_by else None
-    output = OutputTable(
-        d.name, d.schema, partition_by, grain_from, infer=schemas.inferrer(d, specs, plan, kind.finish)
-    )
+
+    def check_stream(df: DataFrame) -> None:
+        check_query_mode(spec, df)  # `spec` is bound below, before any schema is inferred
+
+    infer = schemas.inferrer(d, specs, plan, kind.finish, check_stream)
+    output = OutputTable(d.name, d.schema, partition_by, grain_from, infer=infer)
     built = kind.build(d, output, rules, call)
     late = (late_output(f"{d.name}_late"),) if d.late else ()
     secondary: list[TableSource | StaticSource] = [
@@ -142,7 +163,7 @@ def build_spec(d: Declaration, specs: dict[str, TableSpec]) -> TableSpec:
     for key in keys:
         if not key.isidentifier():
             raise d.error(f"key {key!r} is not a column name", "name columns of the table")
-    return TableSpec(
+    spec = TableSpec(
         output=output,
         layer=d.layer,
         description=d.description,
@@ -159,28 +180,4 @@ def build_spec(d: Declaration, specs: dict[str, TableSpec]) -> TableSpec:
         expectations=_checks(d, built.checks),
         table_format=d.format,
     )
-
-
-def build_registry(declarations: Iterable[Declaration]) -> Registry:
-    """The registry of `declarations`, upstream tables first; registry errors name the declaration's place."""
-    specs: dict[str, TableSpec] = {}
-    places: dict[str, str] = {}
-    for d in ordered(declarations):
-        specs[d.name] = build_spec(d, specs)
-        places[d.name] = d.where
-    try:
-        return Registry(specs.values())
-    except DeclarationError:
-        raise
-    except ConfigError as exc:
-        table = next((name for name in places if repr(name) in str(exc)), None)
-        if table is None:
-            raise
-        raise DeclarationError(f"{places[table]}: {exc}") from None
-
-
-def resolve(registry: Registry) -> None:
-    """Infer (and check) every table's schema now, so a wrong declaration fails before any query starts."""
-    for spec in registry:
-        for out in spec.outputs():
-            _ = out.schema
+    return spec

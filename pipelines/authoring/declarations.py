@@ -138,12 +138,12 @@ def place(fn: Callable[..., Any] | None = None, depth: int = 2) -> str:
     """`file:line, function f` for `fn`, or the caller's `file:line` `depth` frames up; paths relative to the cwd."""
     if fn is not None:
         code = inspect.unwrap(fn).__code__
-        return f"{_short(code.co_filename)}:{code.co_firstlineno}, function {fn.__name__}"
+        return f"{short_path(code.co_filename)}:{code.co_firstlineno}, function {fn.__name__}"
     frame = inspect.stack()[depth]
-    return f"{_short(frame.filename)}:{frame.lineno}"
+    return f"{short_path(frame.filename)}:{frame.lineno}"
 
 
-def _short(filename: str) -> str:
+def short_path(filename: str) -> str:
     path = Path(filename).resolve()
     try:
         return str(path.relative_to(Path.cwd()))

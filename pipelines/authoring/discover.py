@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
-from collections.abc import Iterable
+import sysconfig
+import traceback
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from infra.errors import ConfigError, first_line
-from pipelines.authoring.build import build_registry
-from pipelines.authoring.declarations import DECLARED, Declaration, DeclarationError
+from pipelines.authoring.declarations import DECLARED, Declaration, short_path
 from pipelines.authoring.sql_tables import sql_declaration
-from pipelines.spec.registry import Registry
 
 
 def packages_under(package: str) -> list[str]:
@@ -27,31 +27,58 @@ def _import(name: str) -> object:
     except ConfigError:
         raise
     except ModuleNotFoundError as exc:
+        if exc.name and (exc.name == name or name.startswith(f"{exc.name}.")):
+            raise ConfigError(
+                f"dataset module {name!r} cannot be imported ({first_line(exc)}); check TRIBUTARY_DATASETS and "
+                "that the package is installed in this environment"
+            ) from None
+        raise ConfigError(f"{_failing_line(exc)}: {first_line(exc)}; install it or fix the import") from None
+    except Exception as exc:  # the author's module failed at import: one line naming its file and line
+        message = exc.msg if isinstance(exc, SyntaxError) else first_line(exc)
         raise ConfigError(
-            f"dataset module {name!r} cannot be imported ({first_line(exc)}); check TRIBUTARY_DATASETS and that "
-            "the package is installed in this environment"
+            f"{_failing_line(exc)}: {type(exc).__name__}: {message}; fix the module (datasets are imported whole "
+            "when they load)"
         ) from None
 
 
-def declarations(modules: Iterable[str]) -> list[Declaration]:
-    """Every table declared by `modules` (packages are imported with all their submodules and `.sql` files)."""
+def _failing_line(exc: BaseException) -> str:
+    """`file:line` of the author's code that raised `exc` (the deepest frame outside Python and its packages)."""
+    if isinstance(exc, SyntaxError) and exc.filename:
+        return f"{short_path(exc.filename)}:{exc.lineno}"
+    library = (sysconfig.get_paths()["stdlib"], sysconfig.get_paths()["purelib"], "<frozen ")
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if not f.filename.startswith(library)]
+    return f"{short_path(frames[-1].filename)}:{frames[-1].lineno}" if frames else "dataset import"
+
+
+def declarations(modules: Iterable[str], problems: list[str] | None = None) -> list[Declaration]:
+    """Every table declared by `modules` (packages are imported with all their submodules and `.sql` files).
+
+    With `problems`, a module or `.sql` file that cannot be loaded adds its line there and the others still load;
+    without it, the first such error is raised.
+    """
     found: list[Declaration] = []
+
+    def attempt(load: Callable[[], object]) -> object | None:
+        try:
+            return load()
+        except ConfigError as exc:
+            if problems is None:
+                raise
+            problems.append(str(exc))
+            return None
+
     for name in modules:
-        module = _import(name)
+        module = attempt(lambda name=name: _import(name))
+        if module is None:
+            continue
         folders = [Path(p) for p in getattr(module, "__path__", [])]
         for folder in folders:
-            for info in pkgutil.walk_packages([str(folder)], f"{name}."):
-                _import(info.name)
+            for info in pkgutil.walk_packages([str(folder)], f"{name}.", onerror=lambda _name: None):
+                attempt(lambda sub=info.name: _import(sub))
         found.extend(d for d in DECLARED if d.module == name or d.module.startswith(f"{name}."))
         for folder in folders:
-            found.extend(sql_declaration(path, name) for path in sorted(folder.rglob("*.sql")))
+            for path in sorted(folder.rglob("*.sql")):
+                declared = attempt(lambda path=path, name=name: sql_declaration(path, name))
+                if isinstance(declared, Declaration):
+                    found.append(declared)
     return found
-
-
-def load_registry(modules: Iterable[str]) -> Registry:
-    """The registry of every table of `modules`; a wrong declaration raises one line naming its place."""
-    modules = list(modules)
-    found = declarations(modules)
-    if not found:
-        raise DeclarationError(f"no tables are declared in {', '.join(modules) or 'any dataset'}")
-    return build_registry(found)

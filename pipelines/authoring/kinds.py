@@ -74,13 +74,13 @@ class Dedupe(Kind):
             landed = first.withColumn(_LANDED, F.struct(business.alias("record"), corrupt.alias("corrupt")))
             out = call(landed, *frames[1:])
             self._require(d, out.columns, self.keys)  # before the key rules refer to them
-            checked = apply_rules(out, rules)
-            if _LANDED not in checked.columns:
+            if _LANDED not in out.columns:  # before the landed rules refer to the input's columns
                 raise d.error(
                     "dedupe keeps each row's landed record for the quarantine, but the function dropped its input's "
                     "columns",
                     "keep the input's columns (withColumn rather than select), dropping only columns you name",
                 )
+            checked = apply_rules(out, rules)
             raw = F.coalesce(F.col(f"{_LANDED}.corrupt"), F.to_json(F.col(f"{_LANDED}.record")))
             return checked.withColumn(QUARANTINE_IDENTITY, F.when(~passes_rules(), raw)).drop(_LANDED)
 

@@ -17,7 +17,7 @@ import json
 import re
 import shutil
 import tempfile
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -27,13 +27,15 @@ from pyspark.sql.types import StructType
 
 from infra.errors import ConfigError, first_line
 from infra.files import write_atomically
+from pipelines.authoring.declarations import Declaration, DeclarationError
 from pipelines.sources.kinds import kind_of
 
 if TYPE_CHECKING:
-    from pipelines.authoring.declarations import Declaration
+    from infra.settings import Settings
     from pipelines.spec.tables import TableSpec
 
 _EMPTY: list[str] = []
+_UNCACHED: list[bool] = []
 
 
 def session() -> SparkSession:
@@ -45,12 +47,38 @@ def session() -> SparkSession:
     from infra.spark import get_spark
 
     settings = Settings.from_env()
-    if not settings.local_master:
-        # Planning runs no task: a cluster session here (loading definitions in Dagster's code server) would hold
-        # executors for the life of that process, and the runs it launches would wait for them forever.
-        conf = tuple((key, value) for key, value in settings.spark_conf if key != "spark.master")
-        settings = dataclasses.replace(settings, spark_master="local[1]", spark_conf=conf)
-    return get_spark(settings)
+    # Planning runs no task: a cluster session here (loading definitions in Dagster's code server) would hold
+    # executors for the life of that process, and the runs it launches would wait for them forever.
+    return get_spark(settings if settings.local_master else planning_settings(settings))
+
+
+def planning_settings(settings: Settings, home: Path | None = None) -> Settings:
+    """`settings` for a session that only plans: one local core; with `home`, a throw-away home (embedded catalog,
+    local warehouse) so that nothing of the real home, catalog or warehouse is touched."""
+    conf = tuple((key, value) for key, value in settings.spark_conf if key != "spark.master")
+    planning = dataclasses.replace(settings, spark_master="local[1]", spark_conf=conf)
+    if home is None:
+        return planning
+    return dataclasses.replace(
+        planning,
+        home=home,
+        landing=home / "landing",
+        warehouse=home / "warehouse",
+        warehouse_url=None,
+        checkpoints=home / "checkpoints",
+        catalog_db=home / "catalog.db",
+        catalog_uri=None,
+    )
+
+
+@contextlib.contextmanager
+def uncached() -> Iterator[None]:
+    """Infer every schema inside the block, neither reading nor writing the home's schema cache (a dry run)."""
+    _UNCACHED.append(True)
+    try:
+        yield
+    finally:
+        _UNCACHED.pop()
 
 
 def _empty_folder() -> str:
@@ -113,9 +141,17 @@ def check_contract(d: Declaration, inferred: StructType) -> StructType:
 
 
 def inferrer(
-    d: Declaration, specs: Mapping[str, TableSpec], plan: Callable[[list[DataFrame]], DataFrame], shape: Callable
+    d: Declaration,
+    specs: Mapping[str, TableSpec],
+    plan: Callable[[list[DataFrame]], DataFrame],
+    shape: Callable,
+    check_stream: Callable[[DataFrame], None],
 ) -> Callable[[], StructType]:
-    """The zero-argument schema function of `d`'s table: plan on empty inputs, shape, check the contract."""
+    """The zero-argument schema function of `d`'s table: plan on empty inputs, check a streaming plan against
+    the table's output mode (`check_stream`, Spark's own checker), shape, check the contract.
+
+    The schema is cached with what it depends on, so the checks run again only when one of those changes.
+    """
 
     def infer() -> StructType:
         key = cache_key(d, specs)
@@ -124,12 +160,19 @@ def inferrer(
             return cached
         frames = input_frames(d, specs, streaming=not d.write.recomputes)
         try:
-            planned = plan(frames).schema
+            planned = plan(frames)
         except ConfigError:
             raise
         except Exception as exc:  # the function or Spark's analysis failed: one line naming the declaration
             raise d.error(f"the function cannot be planned: {first_line(exc)}", "fix the function") from None
-        schema = check_contract(d, shape(d, planned))
+        if planned.isStreaming:
+            try:
+                check_stream(planned)
+            except DeclarationError:
+                raise
+            except ConfigError as exc:
+                raise DeclarationError(f"{d.where}: {exc}") from None
+        schema = check_contract(d, shape(d, planned.schema))
         _store(key, schema)
         return schema
 
@@ -180,7 +223,7 @@ def _cache_file(key: str) -> Path:
 
 
 def _cached(key: str | None) -> StructType | None:
-    if key is None:
+    if key is None or _UNCACHED:
         return None
     try:
         return StructType.fromJson(json.loads(_cache_file(key).read_text()))
@@ -189,7 +232,7 @@ def _cached(key: str | None) -> StructType | None:
 
 
 def _store(key: str | None, schema: StructType) -> None:
-    if key is None:
+    if key is None or _UNCACHED:
         return
     path = _cache_file(key)
     with contextlib.suppress(OSError):  # a read-only home: the next load infers again

@@ -17,16 +17,33 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from pyspark.errors import AnalysisException, ParseException
 from pyspark.sql import DataFrame
 
-from pipelines.authoring.declarations import Declaration, DeclarationError, Param, _short
+from infra.errors import first_line
+from pipelines.authoring.declarations import Declaration, DeclarationError, Param, short_path
 from pipelines.authoring.kinds import Kind, recompute, replace
 from pipelines.spec.tables import LAYERS
 
 _HEADER = re.compile(r"^--\s*([a-z_]+)\s*:\s*(.*?)\s*$")
 _TABLE = re.compile(r"\b(bronze|silver|gold)\.([A-Za-z_][A-Za-z0-9_]*)\b")
 _QUOTED = re.compile(r"'(?:[^']|'')*'")
+_POSITION = re.compile(r"[(;]?\s*line (\d+),? pos \d+\)?")
 _KEYS = ("table", "keys", "refresh", "description", "partition_by")
+
+
+def _sql_error(exc: Exception, path: Path, name: str, views: dict[str, str]) -> DeclarationError:
+    """One line naming the file and the line of the SELECT that Spark could not parse or analyse."""
+    text = str(exc)
+    for table, view in views.items():
+        text = text.replace(view, table)
+    position = _POSITION.search(text)
+    message = _POSITION.sub("", first_line(Exception(text))).strip().rstrip(".;")
+    what = "SQL syntax error" if isinstance(exc, ParseException) else "the SELECT cannot be analysed"
+    # "end of input" is reported on the line after the last one.
+    last = len(path.read_text(encoding="utf-8").rstrip().splitlines())
+    line = min(int(position.group(1)), last) if position else 1
+    return DeclarationError(f"{short_path(str(path))}:{line}: table {name!r}: {what}: {message}; fix the SELECT")
 
 
 def _names(text: str) -> tuple[str, ...]:
@@ -54,10 +71,10 @@ def sql_declaration(path: Path, module: str) -> Declaration:
             break
         if match.group(1) not in _KEYS:
             raise DeclarationError(
-                f"{_short(str(path))}:{number}: unknown header {match.group(1)!r}; use {', '.join(_KEYS)}"
+                f"{short_path(str(path))}:{number}: unknown header {match.group(1)!r}; use {', '.join(_KEYS)}"
             )
         header[match.group(1)] = match.group(2)
-    where = f"{_short(str(path))}:1"
+    where = f"{short_path(str(path))}:1"
     name = header.get("table") or f"gold.{path.stem}"
     layer = name.partition(".")[0]
     if layer not in LAYERS:
@@ -75,7 +92,10 @@ def sql_declaration(path: Path, module: str) -> Declaration:
         for param, frame in frames.items():
             views[param.replace("_", ".", 1)] = view = f"_tributary_sql_{name.replace('.', '_')}_{param}"
             frame.createOrReplaceTempView(view)
-        return spark.sql(_TABLE.sub(lambda m: views.get(m.group(0), m.group(0)), text))
+        try:
+            return spark.sql(_TABLE.sub(lambda m: views.get(m.group(0), m.group(0)), text))
+        except (ParseException, AnalysisException) as exc:
+            raise _sql_error(exc, path, name, views) from None
 
     run.__name__ = path.stem
     return Declaration(

@@ -6,7 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from infra.kafka import KafkaSettings
-from pipelines.authoring.discover import load_registry, packages_under
+from pipelines.authoring.discover import packages_under
+from pipelines.authoring.load import load_registry
 from pipelines.spec.registry import Registry
 
 

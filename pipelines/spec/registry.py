@@ -49,38 +49,45 @@ def _check_archived_folder(spec: TableSpec, first: TableSpec, folder: str) -> No
 class Registry:
     """An ordered, validated set of table specs."""
 
-    def __init__(self, specs: Iterable[TableSpec]):
+    def __init__(self, specs: Iterable[TableSpec] = ()):
         self._specs: dict[str, TableSpec] = {}
-        written: set[str] = set()
-        folders: dict[str, TableSpec] = {}
+        self._written: set[str] = set()
+        self._folders: dict[str, TableSpec] = {}
         for spec in specs:
-            for out in spec.outputs():
-                validate_table_name(out.name)
-                if out.name in written:
-                    raise ConfigError(f"table {out.name!r} is declared twice in the registry")
-                written.add(out.name)
-            if spec.layer not in LAYERS:
-                raise ConfigError(f"table {spec.name!r}: layer {spec.layer!r} is not one of {LAYERS}")
-            if not isinstance(spec.sink, Sink):
+            self.add(spec)
+
+    def add(self, spec: TableSpec) -> None:
+        """Check `spec` against itself and the tables before it, then keep it (a ConfigError names the table)."""
+        outputs = [out.name for out in spec.outputs()]
+        for name in outputs:
+            validate_table_name(name)
+            if name in self._written or outputs.count(name) > 1:
+                raise ConfigError(f"table {name!r} is declared twice in the registry")
+        if spec.layer not in LAYERS:
+            raise ConfigError(f"table {spec.name!r}: layer {spec.layer!r} is not one of {LAYERS}")
+        if not isinstance(spec.sink, Sink):
+            raise ConfigError(
+                f"table {spec.name!r}: sink {type(spec.sink).__name__} is not a write strategy; subclass "
+                "pipelines.spec.strategy.Sink (or use one of pipelines.write)"
+            )
+        spec.maintenance.validate(spec.name)
+        if spec.source.lands:
+            _check_landing_spec(spec)
+        folder = spec.source.landing_folder_name()
+        if folder is not None:
+            _check_archived_folder(spec, self._folders.get(folder, spec), folder)
+        if spec.output.name.split(".")[0] != spec.layer:
+            raise ConfigError(f"table {spec.name!r} must live in the {spec.layer!r} namespace")
+        for upstream in spec.upstreams:
+            if upstream not in self._specs:
                 raise ConfigError(
-                    f"table {spec.name!r}: sink {type(spec.sink).__name__} is not a write strategy; subclass "
-                    "pipelines.spec.strategy.Sink (or use one of pipelines.write)"
+                    f"table {spec.name!r} reads {upstream!r}, which is not declared before it in the registry"
                 )
-            spec.maintenance.validate(spec.name)
-            if spec.source.lands:
-                _check_landing_spec(spec)
-            folder = spec.source.landing_folder_name()
-            if folder is not None:
-                _check_archived_folder(spec, folders.setdefault(folder, spec), folder)
-            if spec.output.name.split(".")[0] != spec.layer:
-                raise ConfigError(f"table {spec.name!r} must live in the {spec.layer!r} namespace")
-            for upstream in spec.upstreams:
-                if upstream not in self._specs:
-                    raise ConfigError(
-                        f"table {spec.name!r} reads {upstream!r}, which is not declared before it in the registry"
-                    )
-            check_spec_modes(spec)
-            self._specs[spec.name] = spec
+        check_spec_modes(spec)
+        self._written.update(outputs)
+        if folder is not None:
+            self._folders.setdefault(folder, spec)
+        self._specs[spec.name] = spec
 
     def __iter__(self) -> Iterator[TableSpec]:
         return iter(self._specs.values())

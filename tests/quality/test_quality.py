@@ -23,7 +23,7 @@ from orchestration.assets import build_table_assets
 from orchestration.checks import build_asset_checks
 from orchestration.cli.main import main as cli_main
 from orchestration.resources import SparkResource
-from pipelines.authoring.discover import load_registry
+from pipelines.authoring.load import load_registry
 from pipelines.datasets.ecommerce.sample_data import generate
 from pipelines.run.pipeline import run_pipeline
 from pipelines.run.runner import run_table

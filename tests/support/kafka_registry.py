@@ -9,8 +9,8 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 import pipelines.authoring as tb
-from pipelines.authoring.build import build_registry
 from pipelines.authoring.declarations import DECLARED, Declaration
+from pipelines.authoring.load import build_registry
 from pipelines.spec.registry import Registry
 
 ORDERS = tb.schema("order_id string, quantity int, amount decimal(10,2), ordered_at timestamp")

@@ -7,8 +7,7 @@ import itertools
 import pytest
 
 from infra.errors import ConfigError
-from pipelines.authoring.build import resolve
-from pipelines.authoring.discover import load_registry
+from pipelines.authoring.load import load_registry
 from tests.support.packages import write_package
 
 _names = itertools.count()
@@ -29,8 +28,7 @@ def _load(tmp_path, body: str, files: dict[str, str] | None = None):
 
 def _fails(tmp_path, body: str, *expected: str, files: dict[str, str] | None = None):
     with pytest.raises(ConfigError) as caught:
-        _, registry = _load(tmp_path, body, files)
-        resolve(registry)
+        _load(tmp_path, body, files)
     message = str(caught.value)
     assert "\n" not in message
     for text in expected:
@@ -218,3 +216,46 @@ tb.landing("bronze.{p}_orders", tb.kafka(pattern="orders[.].*", schema=tb.schema
     checks = {(e.kind, tuple(e.columns)) for e in clicks.expectations if e.kind == "unique"}
     assert ("unique", ("_kafka_topic", "_kafka_partition", "_kafka_offset")) in checks
     assert registry.get(f"bronze.{package}_orders").source.dataset == "orders[.].*"
+
+
+def test_a_dedupe_function_that_keeps_only_its_own_columns_gets_the_same_fix(spark, tmp_path):
+    """Not Spark's unresolved `_corrupt_record`, which the landed-row rules would trip on first."""
+    body = """
+
+@tb.silver(write=tb.dedupe("id", time="at"))
+def picked(bronze_{p}_raw):
+    return bronze_{p}_raw.select("id", "n", "at")
+"""
+    message = _fails(tmp_path, body, "tables.py:7, function picked", "withColumn rather than select")
+    assert "_corrupt_record" not in message
+
+
+def test_every_problem_is_named_at_once_one_line_each(spark, tmp_path):
+    body = """
+
+@tb.silver
+def unknown(bronze_{p}_missing):
+    return bronze_{p}_missing
+
+
+@tb.silver(write=tb.dedupe("order_id", time="at"))
+def keyless(bronze_{p}_raw):
+    return bronze_{p}_raw
+
+
+@tb.gold
+def behind(silver_keyless):
+    return silver_keyless
+
+
+@tb.silver
+def fine(bronze_{p}_raw):
+    return bronze_{p}_raw
+"""
+    with pytest.raises(ConfigError) as caught:
+        _load(tmp_path, body)
+    first, *lines = str(caught.value).splitlines()
+    assert first == "2 problems in the datasets (one per line):"
+    assert "tables.py:7, function unknown" in lines[0] and "no dataset declares" in lines[0]
+    assert "tables.py:12, function keyless" in lines[1] and "dedupe needs" in lines[1]
+    assert len(lines) == 2  # gold.behind reads the table at fault: not planned, not reported

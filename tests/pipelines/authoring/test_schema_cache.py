@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from pipelines.authoring.declarations import DECLARED
-from pipelines.authoring.discover import load_registry
+from pipelines.authoring.load import load_registry
 from tests.support.packages import write_package
 
 _names = itertools.count()

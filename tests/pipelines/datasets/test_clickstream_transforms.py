@@ -20,7 +20,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType, TimestampType
 
-from pipelines.authoring.discover import load_registry
+from pipelines.authoring.load import load_registry
 from pipelines.datasets.clickstream.tables import VISITS, user_visits
 from pipelines.spec.tables import TableSpec
 

@@ -20,7 +20,7 @@ from infra.errors import PipelineError
 from infra.kafka import KafkaSettings
 from infra.kafka_broker import Broker, free_port, start_broker
 from infra.settings import Settings
-from pipelines.authoring.build import build_registry
+from pipelines.authoring.load import build_registry
 from pipelines.io.formats import table_format
 from pipelines.io.kafka_plan import LOST_PROPERTY, OFFSETS_PROPERTY, decode
 from pipelines.run.runner import run_table

@@ -19,7 +19,7 @@ from pyspark.sql import DataFrame, SparkSession
 
 from infra.errors import ConfigError
 from pipelines.authoring.declarations import DeclarationError
-from pipelines.authoring.discover import load_registry
+from pipelines.authoring.load import load_registry
 from pipelines.run.pipeline import run_pipeline
 from tests.support.helpers import table
 from tests.support.homes import make_settings

@@ -20,9 +20,8 @@ from pyspark.sql import functions as F
 
 from infra.errors import ConfigError
 from infra.settings import Settings
-from pipelines.authoring.discover import load_registry
+from pipelines.authoring.load import load_registry
 from pipelines.run.pipeline import run_pipeline
-from pipelines.run.runner import run_table
 from pipelines.sources.report import RunReport
 from tests.support import textbook_queries as q
 from tests.support.helpers import table
@@ -213,10 +212,10 @@ def _refusal(spark, settings: Settings, package: str, body: str, **decorator: st
             """
         },
     )
-    registry = load_registry([package])
-    with pytest.raises(ConfigError) as refused:
-        run_table(spark, settings, registry.get("gold.refused"))
+    with pytest.raises(ConfigError) as refused:  # when the dataset loads, before any run
+        load_registry([package])
     assert not settings.checkpoint_for("gold.refused").exists()
+    assert "tables.py:9, function refused" in str(refused.value)
     return str(refused.value)
 
 

@@ -21,7 +21,7 @@ from pyspark.sql import functions as F
 from infra.errors import ConfigError
 from infra.settings import Settings
 from infra.spark import get_spark
-from pipelines.authoring.discover import load_registry
+from pipelines.authoring.load import load_registry
 from pipelines.datasets.clickstream import tables as cs
 from pipelines.datasets.clickstream.sample_data import make_clickstream, write_json_lines, write_products_csv
 from pipelines.io.checkpoints import committed_watermark_ms

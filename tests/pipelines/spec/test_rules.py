@@ -21,7 +21,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from infra.errors import ConfigError
-from pipelines.authoring.discover import load_registry
+from pipelines.authoring.load import load_registry
 from pipelines.spec.rules import (
     ACTIONS,
     REASONS_COLUMN,

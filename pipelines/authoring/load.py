@@ -1,0 +1,91 @@
+"""Datasets loaded into a registry, checked whole: every table built and planned, every problem on its own line.
+
+Loading goes on past a problem, so one pass names them all: a module that cannot be imported, a `.sql` file
+Spark cannot parse or analyse, an input no dataset declares, a function that cannot be planned on its inputs'
+schemas, a watermark on a column its input lacks, a declared schema the function does not return, a query its
+write kind's output mode cannot stream. A table that reads a table with a problem is not planned (its inputs'
+schemas are unknown) and is counted as not checked. `tributary validate`, `tributary run` and Dagster's
+definitions run the same checks; the planning is cached with the schemas (`pipelines.authoring.schemas`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from infra.errors import ConfigError, TributaryError
+from pipelines.authoring.build import build_spec, ordered
+from pipelines.authoring.declarations import Declaration, DeclarationError
+from pipelines.authoring.discover import declarations
+from pipelines.spec.registry import Registry
+from pipelines.spec.tables import TableSpec
+
+
+@dataclass(frozen=True)
+class Validation:
+    """What loading found: one line per problem, the registry of the tables without one, and those not
+    checked because a table they read has a problem."""
+
+    problems: tuple[str, ...]
+    registry: Registry
+    unchecked: tuple[str, ...]
+
+    def raise_problems(self) -> None:
+        """Raise one DeclarationError holding every problem (one line each); nothing when there is none."""
+        if len(self.problems) == 1:
+            raise DeclarationError(self.problems[0])
+        if self.problems:
+            lines = "\n".join(self.problems)
+            raise DeclarationError(f"{len(self.problems)} problems in the datasets (one per line):\n{lines}")
+
+
+def check_declarations(found: list[Declaration], problems: list[str] | None = None) -> Validation:
+    """Build and plan every declaration in `found`, collecting problems (after any already in `problems`)."""
+    problems = list(problems or [])
+    registry = Registry()
+    specs: dict[str, TableSpec] = {}
+    for d in ordered(found, problems):
+        if any(p.table not in specs for p in d.params):
+            continue  # an input has a problem: its schema is unknown
+        try:
+            spec = build_spec(d, specs)
+            for out in spec.outputs():
+                _ = out.schema
+            try:
+                registry.add(spec)
+            except DeclarationError:
+                raise
+            except ConfigError as exc:
+                raise DeclarationError(f"{d.where}: {exc}") from None
+        except TributaryError as exc:
+            problems.append(str(exc))
+            continue
+        specs[d.name] = spec
+    named = " ".join(problems)
+    unchecked = tuple(d.name for d in found if d.name not in specs and repr(d.name) not in named)
+    return Validation(tuple(problems), registry, unchecked)
+
+
+def check_datasets(modules: Iterable[str]) -> Validation:
+    """Load `modules` and plan every table they declare, collecting every problem instead of stopping at one."""
+    modules = list(modules)
+    problems: list[str] = []
+    found = declarations(modules, problems)
+    if not found and not problems:
+        where = ", ".join(modules) or "any dataset"
+        problems.append(f"no tables are declared in {where}; declare one (docs/authoring.md)")
+    return check_declarations(found, problems)
+
+
+def build_registry(found: list[Declaration]) -> Registry:
+    """The registry of `found`, upstream tables first; raises every problem (`Validation.raise_problems`)."""
+    result = check_declarations(found)
+    result.raise_problems()
+    return result.registry
+
+
+def load_registry(modules: Iterable[str]) -> Registry:
+    """The registry of every table of `modules`; raises every problem, one line each, naming its place."""
+    result = check_datasets(modules)
+    result.raise_problems()
+    return result.registry

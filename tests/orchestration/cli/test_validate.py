@@ -1,0 +1,128 @@
+"""`tributary validate` and Dagster's definition loading: every problem of every dataset, one line each naming
+the file and line, exit 1, no traceback, and nothing written (the home is not even created)."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+BIN = Path(sys.executable).parent
+
+TABLES = """
+import pipelines.authoring as tb
+from pyspark.sql import functions as F
+
+tb.landing("bronze.orders", tb.files("orders", "csv", tb.schema("order_id string, amount decimal(10,2), at timestamp")))
+
+
+@tb.silver(write=tb.dedupe("order_id", time="at"))
+def orders(bronze_orders):
+    return bronze_orders
+
+
+@tb.gold(watermark=tb.watermark("when", "10 minutes"))
+def windows(silver_orders):
+    return silver_orders.groupBy(F.window("at", "5 minutes")).count()
+
+
+@tb.gold(watermark=tb.watermark("at", "10 minutes"))
+def per_order(silver_orders):
+    return silver_orders.groupBy("order_id").count()
+
+
+@tb.gold
+def refunds(silver_refunds):
+    return silver_refunds
+
+
+@tb.gold
+def behind_windows(gold_windows):
+    return gold_windows
+"""
+GOOD_TABLES = TABLES.split("@tb.gold", 1)[0]
+GOOD_SQL = "-- keys: day\n-- refresh: recompute by day\nSELECT to_date(at) AS day, sum(amount) AS total\n"
+GOOD_SQL += "FROM silver.orders GROUP BY day\n"
+BROKEN_SQL = GOOD_SQL.replace("GROUP BY day", "GROUP BY day HAVING")
+
+
+def _project(root: Path, tables: str, sql: str, extra: dict[str, str]) -> None:
+    package = root / "shop"
+    package.mkdir(parents=True, exist_ok=True)
+    for name, text in {"__init__.py": "", "tables.py": tables, "totals.sql": sql, **extra}.items():
+        (package / name).write_text(textwrap.dedent(text).lstrip())
+
+
+def _env(root: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TRIBUTARY_")}
+    return {**env, "TRIBUTARY_HOME": str(root / "home"), "TRIBUTARY_DATASETS": "shop", "PYTHONPATH": str(root)}
+
+
+def _validate(root: Path) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [str(BIN / "tributary"), "validate"], capture_output=True, text=True, env=_env(root), cwd=root, timeout=300
+    )
+
+
+def test_validate_names_every_problem_and_writes_nothing(tmp_path):
+    broken = {
+        "typo.py": "import pipelines.authoring as tb\n\n@tb.gold\ndef x(silver_orders)\n    return 1\n",
+        "boom.py": "RATE = undefined_rate * 2\n",
+    }
+    _project(tmp_path, TABLES, BROKEN_SQL, broken)
+    done = _validate(tmp_path)
+    out = done.stdout
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "Traceback" not in out + done.stderr
+    lines = out.splitlines()
+    expected = [
+        ("shop/boom.py:1: NameError: name 'undefined_rate' is not defined", "fix the module"),
+        ("shop/typo.py:4: SyntaxError", "fix the module"),
+        ("shop/totals.sql:4: table 'gold.totals': SQL syntax error", "fix the SELECT"),
+        ("shop/tables.py:12, function windows: table 'gold.windows': the watermark column 'when'", "watermark on one"),
+        ("shop/tables.py:17, function per_order: table 'gold.per_order': the query groups", "tb.recompute(by="),
+        ("shop/tables.py:22, function refunds: table 'gold.refunds': parameter 'silver_refunds' reads", "declare it"),
+    ]
+    for start, fix in expected:
+        line = next((x for x in lines if x.startswith(start)), None)
+        assert line is not None and fix in line, f"{start!r} not in:\n{out}"
+    assert re.fullmatch(
+        r"FAILED: \d+ tables planned, 6 problems, 1 not checked \(they read a table with a problem\)", lines[-1]
+    )
+    assert not (tmp_path / "home").exists()
+
+    for name in broken:
+        (tmp_path / "shop" / name).unlink()
+    _project(tmp_path, GOOD_TABLES, GOOD_SQL, {})
+    done = _validate(tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert re.fullmatch(r"ok: \d+ tables planned, 0 problems", done.stdout.splitlines()[-1]), done.stdout
+    assert not (tmp_path / "home").exists()
+
+
+def test_dagster_definitions_show_the_same_lines_without_our_stack(tmp_path):
+    _project(tmp_path, TABLES, GOOD_SQL, {})
+    env = {**_env(tmp_path), "DAGSTER_HOME": str(tmp_path / "dagster")}
+    (tmp_path / "dagster").mkdir()
+    repo = Path(__file__).resolve().parents[3]
+    done = subprocess.run(
+        [str(BIN / "dagster"), "definitions", "validate", "-m", "orchestration.definitions"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=repo,
+        timeout=300,
+    )
+    out = done.stdout + done.stderr
+    assert done.returncode != 0, out
+    assert "3 problems in the datasets (one per line):" in out
+    for start in (
+        "shop/tables.py:12, function windows",
+        "shop/tables.py:17, function per_order",
+        "shop/tables.py:22, function refunds",
+    ):
+        assert any(start in line for line in out.splitlines()), out
+    assert "pipelines/authoring" not in out and "pipelines/datasets" not in out  # no frame of the loading code
