@@ -34,10 +34,10 @@ from orchestration.partitions import daily_partition_column, daily_partitions, p
 from orchestration.resources import SparkResource
 from pipelines.io.partition_grain import described
 from pipelines.ops.backfill import backfill_days
-from pipelines.ops.ranges import changed_days
 from pipelines.run.runner import run_table
 from pipelines.spec.registry import Registry
 from pipelines.spec.tables import TableSpec
+from pipelines.write.ranges import changed_days
 
 KINDS = {"spark", "iceberg"}
 # One pool for everything that writes tables or checkpoints: at most one such run at a time (infra/dagster.yaml).

@@ -10,8 +10,8 @@ from dagster import MetadataValue
 from pipelines.run.summary import FILE_PROBLEMS_KEY, table_notes, table_numbers
 
 if TYPE_CHECKING:
-    from pipelines.ops.ranges import RangeReport
     from pipelines.sources.report import RunReport
+    from pipelines.write.ranges import RangeReport
 
 
 def as_metadata(values: Mapping[str, object]) -> dict[str, MetadataValue]:

@@ -13,8 +13,8 @@ from pyspark.sql.types import DateType
 
 from infra.errors import ConfigError
 from infra.settings import Settings
-from pipelines.ops.ranges import day_column
 from pipelines.spec.tables import TableSpec
+from pipelines.write.ranges import day_column
 
 
 def daily_partition_column(spec: TableSpec) -> str | None:

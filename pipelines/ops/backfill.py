@@ -17,7 +17,10 @@ from pyspark.sql.types import DateType
 from infra.errors import ConfigError
 from infra.settings import Settings
 from pipelines.io.formats import table_format
-from pipelines.ops.ranges import (
+from pipelines.run.locks import table_lock
+from pipelines.sources.kinds import prepare_tables
+from pipelines.spec.tables import TableSpec
+from pipelines.write.ranges import (
     RangeReport,
     check_range,
     day_column,
@@ -26,9 +29,6 @@ from pipelines.ops.ranges import (
     replace_range,
     upstream_table,
 )
-from pipelines.run.locks import table_lock
-from pipelines.sources.kinds import prepare_tables
-from pipelines.spec.tables import TableSpec
 from pipelines.write.sinks import RecomputeMergeSink
 
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
-from infra.errors import PipelineError
+from infra.errors import ConfigError, PipelineError
 from infra.spark import Session, running_session, started_session
 
 if TYPE_CHECKING:
@@ -22,12 +22,13 @@ if TYPE_CHECKING:
 
     from infra.settings import Settings
     from infra.stopwatch import Stopwatch
-    from pipelines.io.formats import TableFormats
+    from pipelines.io.formats import DayRange, TableFormat, TableFormats
     from pipelines.sources.file_health import FileHealth
     from pipelines.sources.report import RunReport
     from pipelines.spec.expectations import Expectation
     from pipelines.spec.sources import Source
     from pipelines.spec.tables import TableSpec
+    from pipelines.write.ranges import RangeReport
 
 
 @dataclass
@@ -134,6 +135,22 @@ class SourceKind:
     def accounting(self, spark: SparkSession, settings: Settings, spec: TableSpec) -> Accounting:
         """What the source delivered against the rows of `spec`'s table."""
         raise PipelineError(f"table {spec.name}: a {self.source.label} source has nothing landed to account for")
+
+    def reprocess(
+        self,
+        spark: SparkSession,
+        settings: Settings,
+        fmt: TableFormat,
+        spec: TableSpec,
+        days: DayRange,
+        report: RangeReport,
+    ) -> None:
+        """Re-derive the days of `days` of `spec`'s table from this source and replace them in one commit."""
+        raise ConfigError(
+            f"table {spec.name}: reprocess supports file-source tables with an AppendSink (bronze) and table-source "
+            "tables with a ValidateDedupeSink (silver); backfill recompute-and-merge tables by day, or full-refresh "
+            "(a Kafka-fed table is rebuilt from what its topics still retain)"
+        )
 
     def partition_lag(self, settings: Settings, spec: TableSpec) -> dict[tuple[str, int], int]:
         """Messages behind per partition now (kinds with `has_lag`)."""

@@ -27,6 +27,7 @@ from pipelines.sources import file_health
 from pipelines.sources.base import Accounting, Run
 from pipelines.sources.landed_lines import landed_vs_bronze
 from pipelines.sources.report import count_landed
+from pipelines.sources.reread import reread_files
 from pipelines.sources.stream_query import StreamedKind
 from pipelines.spec.expectations import not_null
 from pipelines.spec.sources import FileSource
@@ -38,7 +39,9 @@ if TYPE_CHECKING:
     from pyspark.sql.types import StructField
 
     from infra.settings import Settings
+    from pipelines.io.formats import DayRange, TableFormat
     from pipelines.spec.expectations import Expectation
+    from pipelines.write.ranges import RangeReport
 
 # Every landed row says where and when it landed, and in which batch.
 LANDING_CHECKS = (not_null("_source_file"), not_null("_ingested_at"), not_null("_batch_id"))
@@ -141,3 +144,17 @@ class FileKind(StreamedKind):
     def accounting(self, spark: SparkSession, settings: Settings, spec: TableSpec) -> Accounting:
         """Landed lines = bronze rows, file by file."""
         return landed_vs_bronze(spark, settings, spec, self.source)
+
+    def reprocess(
+        self,
+        spark: SparkSession,
+        settings: Settings,
+        fmt: TableFormat,
+        spec: TableSpec,
+        days: DayRange,
+        report: RangeReport,
+    ) -> None:
+        """Read again the landing files first ingested on `days` (an appending table), replacing those days."""
+        if spec.sink.reprocess_by != "reread_files":
+            super().reprocess(spark, settings, fmt, spec, days, report)
+        reread_files(spark, settings, fmt, spec, days, report)

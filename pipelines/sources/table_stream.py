@@ -3,14 +3,24 @@ the late-data split (`pipelines.sources.streams`)."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from pyspark.sql import DataFrame
 
 from pipelines.io.landing_parse import CsvHeaders
 from pipelines.sources import streams
 from pipelines.sources.base import Run
+from pipelines.sources.revalidate import revalidate
 from pipelines.sources.stream_query import StreamedKind
 from pipelines.spec.tables import TableSpec
 from pipelines.write.sinks import BatchContext
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from infra.settings import Settings
+    from pipelines.io.formats import DayRange, TableFormat
+    from pipelines.write.ranges import RangeReport
 
 
 class TableStreamKind(StreamedKind):
@@ -44,3 +54,17 @@ class TableStreamKind(StreamedKind):
             run.fmt.exists(spark, table) and run.fmt.consumer_caught_up(spark, table, run.checkpoint)
             for table in run.spec.streamed_upstreams
         )
+
+    def reprocess(
+        self,
+        spark: SparkSession,
+        settings: Settings,
+        fmt: TableFormat,
+        spec: TableSpec,
+        days: DayRange,
+        report: RangeReport,
+    ) -> None:
+        """Validate and deduplicate again the upstream rows of `days` (a validated table), replacing those days."""
+        if spec.sink.reprocess_by != "revalidate":
+            super().reprocess(spark, settings, fmt, spec, days, report)
+        revalidate(spark, fmt, spec, days, report)
