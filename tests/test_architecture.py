@@ -193,7 +193,7 @@ def test_no_product_module_is_over_the_line_limit() -> None:
 
 # --- sources are strategies ----------------------------------------------------------------------------------
 
-SOURCE_CLASSES = ("FileSource", "KafkaSource", "TableSource", "StaticSource")
+SOURCE_CLASSES = ("FileSource", "KafkaSource", "TableSource", "StaticSource", "DeltaChangesSource")
 _CLASS_TEST = re.compile(r"isinstance\([^)]*\b(" + "|".join(SOURCE_CLASSES) + r")\b")
 
 
@@ -221,11 +221,16 @@ def test_the_class_test_finds_a_source_class_test() -> None:
 def test_every_source_kind_runs_through_one_runner() -> None:
     """One runner loop serves every kind: no second runner module, and every declaration class has a kind."""
     from pipelines.sources.kinds import kind_of
-    from pipelines.spec import sources
+    from pipelines.spec.sources import Source
 
     assert not (REPO / "pipelines" / "run" / "kafka_run.py").exists()
-    for name in SOURCE_CLASSES:
-        assert kind_of.__globals__["_KINDS"][getattr(sources, name)]
+    declared, pending = set(), [Source]
+    while pending:
+        for cls in pending.pop().__subclasses__():
+            declared.add(cls)
+            pending.append(cls)
+    assert {cls.__name__ for cls in declared} == set(SOURCE_CLASSES)
+    assert declared <= set(kind_of.__globals__["_KINDS"])
 
 
 def test_orchestration_names_no_dataset():

@@ -27,6 +27,7 @@ from pipelines.authoring.decorators import (
 )
 from pipelines.authoring.kinds import append, cdc, dedupe, recompute, replace, upsert
 from pipelines.io.landing_values import rounded
+from pipelines.sources.delta_changes import delta_changes
 from pipelines.spec.expectations import (
     between,
     fresh,
@@ -45,6 +46,7 @@ __all__ = [
     "bronze",
     "cdc",
     "dedupe",
+    "delta_changes",
     "expect",
     "expect_or_fail",
     "expect_or_quarantine",

@@ -179,9 +179,10 @@ def _declare(layer: Layer, fn: Callable[..., Any], options: dict[str, Any]) -> C
     source = options.pop("source", None)
     parameters = list(inspect.signature(fn).parameters.values())
     if source is not None:
-        if not (isinstance(source, Source) and source.lands):
+        if not (isinstance(source, Source) and source.ingests):
             raise DeclarationError(
-                f"{where}: source= takes files(...) or kafka(...); tables are read through parameters"
+                f"{where}: source= takes files(...), kafka(...) or delta_changes(...); tables are read through "
+                "parameters"
             )
         if len(parameters) != 1:
             raise DeclarationError(f"{where}: a function over landed files takes one parameter, the landed rows")
@@ -239,8 +240,10 @@ def landing(table: str, source: Source, **options: Any) -> None:
     layer, _, name = table.partition(".")
     if layer not in ("bronze", "silver", "gold") or not name:
         raise DeclarationError(f"{where}: landing({table!r}): name the table <layer>.<table>, e.g. 'bronze.events'")
-    if not (isinstance(source, Source) and source.lands):
-        raise DeclarationError(f"{where}: landing({table!r}) reads files(...) or kafka(...), got {source!r}")
+    if not (isinstance(source, Source) and source.ingests):
+        raise DeclarationError(
+            f"{where}: landing({table!r}) reads files(...), kafka(...) or delta_changes(...), got {source!r}"
+        )
     description = _description(None, options.pop("description", None))
     record(
         Declaration(

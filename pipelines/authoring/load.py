@@ -49,9 +49,9 @@ def check_declarations(found: list[Declaration], problems: list[str] | None = No
             continue  # an input has a problem: its schema is unknown
         try:
             spec = build_spec(d, specs)
-            for out in spec.outputs():
-                _ = out.schema
             try:
+                for out in spec.outputs():
+                    _ = out.schema
                 registry.add(spec)
             except DeclarationError:
                 raise

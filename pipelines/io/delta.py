@@ -58,6 +58,13 @@ USER_METADATA_CONF = "spark.databricks.delta.commitInfo.userMetadata"
 _END_INDEX = 2**63 - 1 - 100
 
 
+def version_read(offset: Mapping[str, object]) -> int:
+    """The newest version a Delta source offset says is fully read: (v, base index) means every version before
+    v (also inside v's starting snapshot); (v, end index) means v as well."""
+    version, index = int(offset["reservoirVersion"]), int(offset.get("index", -1))  # type: ignore[call-overload]
+    return version if index >= _END_INDEX else version - 1
+
+
 class DeltaFormat:
     """Delta Lake tables under the warehouse's `delta` folder."""
 
@@ -271,8 +278,7 @@ class DeltaFormat:
         found = [o for o in offsets if o.get("reservoirId") == table_id and "reservoirVersion" in o]
         if not found:
             return None
-        version, index = int(found[0]["reservoirVersion"]), int(found[0].get("index", -1))
-        return version if index >= _END_INDEX else version - 1
+        return version_read(found[0])
 
     def consumer_caught_up(self, spark: SparkSession | None, name: str, checkpoint: Path) -> bool:
         """The stream at `checkpoint` owes nothing, and no version after the one it has fully read appended rows."""

@@ -7,6 +7,7 @@ from pyspark.sql import SparkSession
 
 from pipelines.io.formats import TableFormats
 from pipelines.sources.base import SourceKind
+from pipelines.sources.delta_changes import DeltaChangesKind, DeltaChangesSource
 from pipelines.sources.files import FileKind
 from pipelines.sources.kafka import KafkaKind
 from pipelines.sources.static_table import StaticKind
@@ -19,6 +20,7 @@ _KINDS: dict[type[Source], type[SourceKind]] = {
     KafkaSource: KafkaKind,
     TableSource: TableStreamKind,
     StaticSource: StaticKind,
+    DeltaChangesSource: DeltaChangesKind,
 }
 
 

@@ -28,7 +28,7 @@ def _check_landing_spec(spec: TableSpec) -> None:
                 f" and declares {what}; a landing table is written per batch: land rows in bronze and declare "
                 "windows, joins and watermarks on a table that reads it"
             )
-    if spec.source.schema_evolution == "add_new_columns" and spec.layer != "bronze":
+    if getattr(spec.source, "schema_evolution", None) == "add_new_columns" and spec.layer != "bronze":
         raise ConfigError(
             f"table {spec.name!r}: schema_evolution='add_new_columns' adds columns to a bronze table; a "
             f"{spec.layer} table's columns come from its transform (use 'rescue' or 'fail')"
@@ -71,7 +71,7 @@ class Registry:
                 "pipelines.spec.strategy.Sink (or use one of pipelines.write)"
             )
         spec.maintenance.validate(spec.name)
-        if spec.source.lands:
+        if spec.source.ingests:
             _check_landing_spec(spec)
         folder = spec.source.landing_folder_name()
         if folder is not None:

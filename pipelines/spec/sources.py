@@ -22,7 +22,10 @@ class Source:
     """What a table reads, as declared. Each kind says here what the registry needs to know without Spark; how it
     is read, checked and accounted for lives in its strategy (`pipelines.sources`)."""
 
-    # Rows are parsed per batch into a landing (bronze) table: files or messages, not another table's appends.
+    # Read from outside the registry into a table (declared with `landing(...)` or `source=`), not from another
+    # table's appends.
+    ingests: ClassVar[bool] = False
+    # Rows are parsed per batch (files or messages), each with its corrupt and rescued text, and accounted for.
     lands: ClassVar[bool] = False
     # May be a secondary input of a join (a stream of, or a reference read of, another registry table).
     secondary: ClassVar[bool] = False
@@ -72,6 +75,7 @@ class FileSource(Source):
     reject_file_ratio: float = 0.5
     archive: bool = False
 
+    ingests: ClassVar[bool] = True
     lands: ClassVar[bool] = True
     label: ClassVar[str] = "landed files"
     keeps_file_health: ClassVar[bool] = True
@@ -122,6 +126,7 @@ class KafkaSource(Source):
     options: tuple[tuple[str, str], ...] = ()
     schema_evolution: SchemaEvolution = "rescue"
 
+    ingests: ClassVar[bool] = True
     lands: ClassVar[bool] = True
     label: ClassVar[str] = "Kafka"
 
