@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from infra.errors import ConfigError, TributaryError
+from infra.errors import ConfigError
 from pipelines.authoring.build import build_spec, ordered
 from pipelines.authoring.declarations import Declaration, DeclarationError
 from pipelines.authoring.discover import declarations
@@ -48,22 +48,33 @@ def check_declarations(found: list[Declaration], problems: list[str] | None = No
         if any(p.table not in specs for p in d.params):
             continue  # an input has a problem: its schema is unknown
         try:
-            spec = build_spec(d, specs)
-            try:
-                for out in spec.outputs():
-                    _ = out.schema
-                registry.add(spec)
-            except DeclarationError:
-                raise
-            except ConfigError as exc:
-                raise DeclarationError(f"{d.where}: {exc}") from None
-        except TributaryError as exc:
+            specs[d.name] = _checked(d, specs, registry)
+        except DeclarationError as exc:
             problems.append(str(exc))
-            continue
-        specs[d.name] = spec
     named = " ".join(problems)
     unchecked = tuple(d.name for d in found if d.name not in specs and repr(d.name) not in named)
     return Validation(tuple(problems), registry, unchecked)
+
+
+def _checked(d: Declaration, specs: dict[str, TableSpec], registry: Registry) -> TableSpec:
+    """`d`'s spec, planned and added to `registry`; a problem of the declaration raises a DeclarationError naming
+    its place. A problem of the environment (a setting, Java, Spark's start) is not the dataset's: it propagates
+    as it is, once, instead of once per table."""
+    try:
+        spec = build_spec(d, specs)
+    except DeclarationError:
+        raise
+    except ConfigError as exc:
+        raise DeclarationError(f"{d.where}: {exc}") from None
+    for out in spec.outputs():
+        _ = out.schema  # plans the function: its problems are DeclarationErrors (pipelines.authoring.schemas)
+    try:
+        registry.add(spec)
+    except DeclarationError:
+        raise
+    except ConfigError as exc:
+        raise DeclarationError(f"{d.where}: {exc}") from None
+    return spec
 
 
 def check_datasets(modules: Iterable[str]) -> Validation:

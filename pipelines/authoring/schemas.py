@@ -101,9 +101,15 @@ def landed_schema(d: Declaration) -> StructType:
 
 def input_frames(d: Declaration, specs: Mapping[str, TableSpec], streaming: bool = True) -> list[DataFrame]:
     """Empty inputs of `d`'s function in parameter order (streams as streams unless `streaming` is False)."""
-    spark = session()
     if d.source is not None:
-        return [spark.createDataFrame([], landed_schema(d))]
+        try:
+            landed = landed_schema(d)
+        except DeclarationError:
+            raise
+        except ConfigError as exc:  # the source cannot say its columns (an external table that is missing)
+            raise DeclarationError(f"{d.where}: {exc}") from None
+        return [session().createDataFrame([], landed)]
+    spark = session()
     frames = []
     for param in d.params:
         schema = specs[param.table].output.schema
@@ -161,8 +167,10 @@ def inferrer(
         frames = input_frames(d, specs, streaming=not d.write.recomputes)
         try:
             planned = plan(frames)
-        except ConfigError:
+        except DeclarationError:
             raise
+        except ConfigError as exc:
+            raise DeclarationError(f"{d.where}: {exc}") from None
         except Exception as exc:  # the function or Spark's analysis failed: one line naming the declaration
             raise d.error(f"the function cannot be planned: {first_line(exc)}", "fix the function") from None
         if planned.isStreaming:

@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
-from infra.settings import TABLE_FORMATS
+from infra.settings import TABLE_FORMATS, Settings
+from infra.sql.local import LocalEngine
+from tests.support.repo import REPO
+from tests.test_docs import blocks
 
 TRIBUTARY = str(Path(sys.executable).parent / "tributary")
 
@@ -21,6 +26,25 @@ def _table_rows(stdout: str) -> dict[str, list[str]]:
         if parts and parts[0].count(".") == 1 and parts[0].split(".")[0] in ("bronze", "silver", "gold"):
             rows[parts[0]] = parts[1:]
     return rows
+
+
+def _analyst_queries_answer(settings: Settings, table_format: str) -> None:
+    """Every statement of docs/analysts.md's SQL examples answers on the demo's tables with `tributary sql`'s
+    engine (the time-travel block names a snapshot and a time of the page's own home)."""
+    engine = LocalEngine(replace(settings, table_format=table_format))
+    statements = [
+        statement.strip()
+        for block in blocks(REPO / "docs" / "analysts.md", "sql")
+        if "AS OF" not in block
+        for statement in block.split(";")
+        if re.sub(r"--[^\n]*", "", statement).strip()
+    ]
+    assert len(statements) >= 10
+    try:
+        for statement in statements:
+            assert engine.query(statement).rows, statement
+    finally:
+        engine.close()
 
 
 @pytest.mark.slow
@@ -72,6 +96,8 @@ def test_demo_twice_adds_nothing(tmp_path, table_format):
     assert rows["bronze.events"][-1] == "3000"  # table rows
     tables_on_disk = {p.parent.name for p in (tmp_path / "home" / "warehouse" / "delta").glob("*/*/_delta_log")}
     assert ("events" in tables_on_disk) == (table_format == "delta")
+
+    _analyst_queries_answer(Settings.from_env(home=tmp_path / "home"), table_format)
 
     second = subprocess.run(args, env=env, capture_output=True, text=True, timeout=600)
     assert second.returncode == 0, second.stderr[-3000:]
