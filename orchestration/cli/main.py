@@ -161,6 +161,7 @@ def _demo(args: argparse.Namespace, settings: Settings) -> int:
     from orchestration.run import materialize_pipeline
     from pipelines.datasets import land_demo
 
+    os.environ.pop("TRIBUTARY_DATASETS", None)  # the demo's own datasets, whatever the project configures
     settings.require_writable("landing")
     for line in land_demo(settings.landing, args.rows, args.files, args.seed):
         print(line)

@@ -1,5 +1,6 @@
-"""Datasets known to the platform: a package each under this folder, found automatically (with their `.sql`
-tables), plus the modules named in `TRIBUTARY_DATASETS` for datasets kept in a team's own package."""
+"""Datasets known to the platform: the modules named in `TRIBUTARY_DATASETS` (a team's own packages), or, when
+that setting is empty, a package each under this folder, found automatically (the demo datasets), each with its
+`.sql` tables. A team's project is its own: with the setting, the demo's tables do not exist."""
 
 from __future__ import annotations
 
@@ -12,10 +13,10 @@ from pipelines.spec.registry import Registry
 
 
 def dataset_modules() -> list[str]:
-    """The packages under `pipelines.datasets`, then those named by the `TRIBUTARY_DATASETS` setting."""
+    """The modules named by the `TRIBUTARY_DATASETS` setting, or, without it, the packages under this folder."""
     from infra.settings import dataset_modules_setting
 
-    return [*packages_under(__name__), *dataset_modules_setting()]
+    return list(dataset_modules_setting()) or packages_under(__name__)
 
 
 def default_registry() -> Registry:

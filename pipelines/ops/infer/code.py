@@ -36,7 +36,7 @@ def _nested_renames(dt: DataType, prefix: str) -> list[str]:
 
 
 def schema_code(inferred: InferredSchema) -> str:
-    """The inferred schema as Python code to paste into a spec, with remarks as comments.
+    """The inferred schema as a dataset module to paste (its bronze table declared), with remarks as comments.
 
     Column names that are not identifiers get a `# rename:` suggestion (rename them in the transform: the
     reader needs the names as landed); corrupt records in the sample are counted in a comment.
@@ -70,6 +70,8 @@ def schema_code(inferred: InferredSchema) -> str:
             f"# {inferred.corrupt_rows} of {inferred.rows_sampled} sampled {bad}; "
             f"Tributary keeps such records in {CORRUPT_COLUMN}"
         )
-    imports = f"from pyspark.sql.types import {', '.join(sorted(used))}"
-    source = f"# FileSource({json.dumps(inferred.dataset)}, {json.dumps(inferred.format)}, SCHEMA)"
-    return "\n".join([*head, imports, "", "SCHEMA = StructType([", *lines, "])", source])
+    imports = ["import pipelines.authoring as tb", f"from pyspark.sql.types import {', '.join(sorted(used))}"]
+    table = f"bronze.{suggest_name(inferred.dataset)}"
+    files = f"tb.files({json.dumps(inferred.dataset)}, {json.dumps(inferred.format)}, SCHEMA)"
+    landing = f"tb.landing({json.dumps(table)}, {files})"
+    return "\n".join([*head, *imports, "", "SCHEMA = StructType([", *lines, "])", landing])

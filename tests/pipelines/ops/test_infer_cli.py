@@ -28,11 +28,13 @@ from pyspark.sql.types import (
 from infra.errors import ConfigError
 from infra.settings import Settings
 from orchestration.cli.main import build_parser, main
+from pipelines.authoring.load import load_registry
 from pipelines.datasets import default_registry
 from pipelines.ops.infer.code import schema_code
 from pipelines.ops.infer.sample import InferError, spread_sample
 from pipelines.ops.infer.schema import InferredSchema, infer_schema
 from pipelines.run.pipeline import select_specs, with_upstream
+from tests.support.packages import write_package
 
 
 def _schema_of(code: str) -> StructType:
@@ -97,7 +99,7 @@ def test_infer_json_lines_through_the_cli(
     assert 'StructField("User ID", StringType()),  # rename: user_id' in out
     amount = next(line for line in out.splitlines() if '"amount"' in line)
     assert "DecimalType(18, 2) if money" in amount
-    assert out.rstrip().endswith('# FileSource("orders_feed", "json", SCHEMA)')
+    assert out.rstrip().endswith('tb.landing("bronze.orders_feed", tb.files("orders_feed", "json", SCHEMA))')
 
 
 def test_infer_csv_keeps_the_header_order(spark: SparkSession, fresh_settings: Settings) -> None:
@@ -130,7 +132,12 @@ def test_infer_csv_keeps_the_header_order(spark: SparkSession, fresh_settings: S
     assert (inferred.rows_sampled, inferred.corrupt_rows) == (4, 1)  # "p4,1.00" has 2 of 6 cells
     assert "# 1 of 4 sampled rows were not valid CSV" in code
     assert "# rename: added_at" in code
-    assert '# FileSource("catalog_feed", "csv", SCHEMA)' in code
+    assert code.rstrip().endswith('tb.landing("bronze.catalog_feed", tb.files("catalog_feed", "csv", SCHEMA))')
+    # Pasted as a dataset module, it loads: its bronze table reads the folder with the inferred columns.
+    package = write_package(fresh_settings.home / "packages", "pasted_catalog", {"tables.py": code})
+    spec = load_registry([package]).get("bronze.catalog_feed")
+    assert spec.source.landing_folder_name() == "catalog_feed"
+    assert spec.output.schema.names[: len(expected.names)] == expected.names
 
 
 def test_infer_csv_merges_headers_in_first_seen_order(spark: SparkSession, fresh_settings: Settings) -> None:
