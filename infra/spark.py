@@ -25,6 +25,7 @@ from infra.jars import DELTA_EXTENSION, ICEBERG_EXTENSION, spark_jars
 from infra.java import require_java
 from infra.settings import Settings, spark_conf_label
 
+_WORKER_WARNINGS = "ignore:The behavior of DataFrame concatenation with empty or all-NA entries:FutureWarning"
 _lock = threading.Lock()
 
 
@@ -234,6 +235,9 @@ def get_spark(settings: Settings) -> SparkSession:
         # Python workers must run the interpreter that has pandas/pyarrow, not the system python3.
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
         os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+        # pandas 2 warns inside pyspark's own applyInPandasWithState serializer (not in a user's code), once per
+        # batch, on the terminal; the Python workers inherit this filter from the JVM's environment.
+        os.environ.setdefault("PYTHONWARNINGS", _WORKER_WARNINGS)
         pyiceberg_catalog(settings)  # creates the catalog tables before Spark connects
         settings.home.mkdir(parents=True, exist_ok=True)
         builder = SparkSession.builder

@@ -60,6 +60,7 @@ def test_demo_twice_adds_nothing(tmp_path, table_format):
     first = subprocess.run(args, env=env, capture_output=True, text=True, timeout=600)
     assert first.returncode == 0, first.stderr[-3000:]
     assert "generated 3000 events" in first.stdout
+    assert "Warning" not in first.stderr, first.stderr[-3000:]  # no pandas or pyspark warnings on the terminal
     rows = _table_rows(first.stdout)
     assert set(rows) == {
         "bronze.events",
