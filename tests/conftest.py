@@ -18,9 +18,16 @@ from infra.settings import TABLE_FORMATS, Settings
 from infra.spark import get_spark
 from tests.support.homes import make_settings
 from tests.support.object_storage import TEST_BUCKET
+from tests.support.repo import REPO
 
 # Small data: few shuffle partitions. Set in the environment so settings built by Dagster resources agree.
 os.environ.setdefault("TRIBUTARY_SHUFFLE_PARTITIONS", "2")
+# What `make test` exports, so that a plain `pytest` (after `make demo`, or from a shell set up for a project)
+# runs the suite the same way: the repository's home, a Dagster home, the demo datasets.
+os.environ.setdefault("TRIBUTARY_HOME", str(REPO / ".tributary"))
+os.environ.setdefault("DAGSTER_HOME", os.path.join(os.environ["TRIBUTARY_HOME"], "dagster"))
+os.makedirs(os.environ["DAGSTER_HOME"], exist_ok=True)
+os.environ.pop("TRIBUTARY_DATASETS", None)
 
 
 @pytest.fixture(scope="session")
