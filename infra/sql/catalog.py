@@ -157,6 +157,7 @@ def unknown_table(name: str, tables: Iterable[str]) -> UnknownTable:
 _META_SHOW = re.compile(r"^\s*show\s+tables(?:\s+(?:in|from)\s+([A-Za-z_][\w]*))?\s*;?\s*$", re.I)
 _META_DESCRIBE = re.compile(r'^\s*(?:describe|desc)\s+(?:table\s+)?([\w."`]+)\s*;?\s*$', re.I)
 _META_HISTORY = re.compile(r'^\s*show\s+history\s+([\w."`]+)\s*;?\s*$', re.I)
+_COMMENTS = re.compile(r"--[^\n]*|/\*.*?\*/", re.S)
 
 
 def _unquote_name(text: str) -> str:
@@ -241,7 +242,12 @@ def history(settings: Settings, name: str) -> QueryResult:
 
 
 def meta_command(catalog: CatalogReader, sql: str, as_of: str | None = None) -> QueryResult | None:
-    """Answer SHOW TABLES, DESCRIBE <table> and SHOW HISTORY <table> from the catalog; None for other SQL."""
+    """Answer SHOW TABLES, DESCRIBE <table> and SHOW HISTORY <table> from the catalog; None for other SQL.
+
+    Comments around the command are left out: a pasted script splits into statements that start with the comment
+    written after the previous statement's `;`.
+    """
+    sql = _COMMENTS.sub(" ", sql)
     if m := _META_SHOW.match(sql):
         return show_tables(catalog, m.group(1))
     if m := _META_HISTORY.match(sql):

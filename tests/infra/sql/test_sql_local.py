@@ -270,6 +270,8 @@ def test_meta_commands_and_interactive_session(lake: Lake):
         ("revenue", "decimal(18, 2)"),
     ]
     tables = {r[0]: r[1] for r in engine.query("SHOW TABLES").rows}
+    commented = "-- the previous line's comment\nSHOW TABLES IN gold /* gold only */"
+    assert engine.query(commented).rows == engine.query("SHOW TABLES IN gold").rows != []
     assert tables["gold.daily_revenue"] == engine.query("SELECT count(*) FROM gold.daily_revenue").rows[0][0]
     stdin = io.StringIO(
         "show tables;\n"
