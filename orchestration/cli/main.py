@@ -53,13 +53,16 @@ def _class_archive(settings: Settings) -> Path | None:
     recorded = archive_path(settings)
     if recorded.is_file():  # the common case: no pipeline imports, no JVM
         return recorded
-    from infra.spark import record_class_archive
-    from pipelines.datasets import default_registry, land_events
+    from infra.spark import get_spark, record_class_archive
+    from pipelines.datasets import demo_registry, land_events
     from pipelines.run.pipeline import run_pipeline
 
     def workload(train: Settings) -> None:
         land_events(train.landing, rows=400, files=2, seed=7, progress=False)
-        run_pipeline(None, train, default_registry())
+        # The process's one JVM starts here, with the recording options: loading the datasets plans every table in
+        # a session, which would otherwise start the JVM without them.
+        spark = get_spark(train)
+        run_pipeline(spark, train, demo_registry())
 
     print("recording the driver JVM's class archive (once per machine, about half a minute)", file=sys.stderr)
     with tempfile.TemporaryDirectory(prefix="tributary-classes-") as tmp:

@@ -24,6 +24,11 @@ def default_registry() -> Registry:
     return load_registry(dataset_modules())
 
 
+def demo_registry() -> Registry:
+    """The registry of the demo datasets (the packages under this folder), whatever `TRIBUTARY_DATASETS` says."""
+    return load_registry(packages_under(__name__))
+
+
 def land_events(landing: Path, rows: int, files: int, seed: int, days: int | None = None, progress: bool = True) -> str:
     """Land the e-commerce demo's event files (`tributary generate`); returns the line to print."""
     from pipelines.datasets.ecommerce.sample_data import generate
