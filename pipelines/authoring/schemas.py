@@ -59,16 +59,7 @@ def planning_settings(settings: Settings, home: Path | None = None) -> Settings:
     planning = dataclasses.replace(settings, spark_master="local[1]", spark_conf=conf)
     if home is None:
         return planning
-    return dataclasses.replace(
-        planning,
-        home=home,
-        landing=home / "landing",
-        warehouse=home / "warehouse",
-        warehouse_url=None,
-        checkpoints=home / "checkpoints",
-        catalog_db=home / "catalog.db",
-        catalog_uri=None,
-    )
+    return dataclasses.replace(planning.with_home(home), catalog_uri=None)
 
 
 @contextlib.contextmanager
