@@ -25,7 +25,7 @@ KAFKA_LAG_SENSOR = "tributary_kafka_lag_sensor"
 
 def build_kafka_lag_sensor(registry: Registry, job, settings: Settings) -> SensorDefinition | None:
     """A running-by-default sensor over the registry's Kafka-fed tables (None when there are none)."""
-    specs = [s for s in registry if kind_of(s.source).has_lag]
+    specs = [s for s in registry if any(kind_of(f.source).has_lag for f in s.all_flows())]
     if not specs:
         return None
 
@@ -44,7 +44,9 @@ def build_kafka_lag_sensor(registry: Registry, job, settings: Settings) -> Senso
         behind: dict[str, dict[str, int]] = {}
         for spec in specs:
             try:
-                lag = kind_of(spec.source).partition_lag(current, spec)
+                lag: dict[tuple[str, int], int] = {}
+                for flow in spec.all_flows():
+                    lag.update(kind_of(flow.source).partition_lag(current, spec, flow.name))
             except TributaryError as exc:
                 return SkipReason(first_line(exc))
             if sum(lag.values()) >= current.kafka.lag_threshold:

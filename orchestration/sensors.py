@@ -58,7 +58,12 @@ def scan_landing(settings: Settings, registry: Registry) -> dict[str, float]:
     Landed files are the files the pipeline's stream reads (`pipelines.io.landing`), so every file that triggers
     a run is read by it and every file it reads triggers one.
     """
-    sources = {folder: spec.source for spec in registry if (folder := spec.source.landing_folder_name())}
+    sources = {
+        folder: flow.source
+        for spec in registry
+        for flow in spec.all_flows()
+        if (folder := flow.source.landing_folder_name())
+    }
     found: dict[str, float] = {}
     for dataset, source in sorted(sources.items()):
         for path in landed_paths(landing_folder(settings, source)):
@@ -108,7 +113,7 @@ def new_files(
 
 def affected_assets(registry: Registry, datasets: set[str]) -> list[AssetKey]:
     """Every asset fed by the landing datasets, directly or downstream (all outputs of each spec)."""
-    roots = [s.name for s in registry if s.source.landing_folder_name() in datasets]
+    roots = [s.name for s in registry if any(f.source.landing_folder_name() in datasets for f in s.all_flows())]
     return [asset_key(out.name) for spec in registry.downstream_closure(roots) for out in spec.outputs()]
 
 

@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING
 from infra.settings import Settings
 from pipelines.io.checkpoints import committed_files, restart_position
 from pipelines.io.formats import table_format
+from pipelines.sources.base import flow_checkpoint
+from pipelines.spec.tables import MAIN_FLOW
 from quality.results import CheckResult, latest_result
 
 if TYPE_CHECKING:
@@ -80,9 +82,11 @@ def files_version(key: str, files: dict[str, Path]) -> dict[str, str]:
     return {f"files:{key}": digest(listed)}
 
 
-def read_files_version(settings: Settings, table: str) -> dict[str, str]:
-    """`read:<table>` → a digest of the files the table's stream has read in committed batches."""
-    return {f"read:{table}": digest(sorted(committed_files(settings.checkpoint_for(table))))}
+def read_files_version(settings: Settings, table: str, flow: str = MAIN_FLOW) -> dict[str, str]:
+    """`read:<table>` (`read:<table>/<flow>` for a further flow) → a digest of the files the table's stream (its
+    flow `flow`) has read in committed batches."""
+    key = f"read:{table}" if flow == MAIN_FLOW else f"read:{table}/{flow}"
+    return {key: digest(sorted(committed_files(flow_checkpoint(settings, table, flow))))}
 
 
 def carried_over(

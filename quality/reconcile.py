@@ -30,11 +30,11 @@ from infra.errors import ConfigError
 from infra.settings import Settings
 from infra.spark import Session, running_session, started_session
 from pipelines.io.formats import table_format
-from pipelines.sources.kinds import kind_of
+from pipelines.sources.kinds import accounting, kind_of
 from pipelines.spec.expectations import Expectation
 from pipelines.spec.registry import Registry
 from pipelines.spec.rules import passes_rules
-from pipelines.spec.tables import TableSpec
+from pipelines.spec.tables import MAIN_FLOW, TableSpec
 from pipelines.write.sinks import QUARANTINE_IDENTITY, ValidateDedupeSink
 from quality.gx_runner import require_table
 from quality.inputs import (
@@ -109,7 +109,7 @@ def reconcile_pipeline(session: Session, settings: Settings, pipeline: Pipeline)
         return carried
     spark = started_session(session, settings)
     keys = list(sink.keys)
-    delivered = kind_of(pipeline.bronze.source).accounting(spark, settings, pipeline.bronze)
+    delivered = accounting(spark, settings, pipeline.bronze)
     notes = delivered.notes
     landed_outcome = Outcome(
         name=delivered.name,
@@ -208,17 +208,18 @@ def reconcile_pipeline(session: Session, settings: Settings, pipeline: Pipeline)
 def _pipeline_inputs(spark: SparkSession | None, settings: Settings, pipeline: Pipeline) -> dict[str, str]:
     """What the pipeline reconciliation reads: three tables, silver's position, the landed and read files, and
     the rules and transform that decide validity."""
-    silver, sink = pipeline.silver, pipeline.sink
-    source = pipeline.bronze.source
+    silver, sink, bronze = pipeline.silver, pipeline.sink, pipeline.bronze
     inputs = {
         "rules": digest((sink.rules, sink.keys, sink.quarantine_columns, code_version(silver.transform))),
         **snapshot_versions(spark, settings, [pipeline.bronze.name, silver.name, sink.quarantine_table]),
         **position_version(settings, silver.name),
     }
-    received = kind_of(source).received_files(settings)
-    if received is not None:  # (a Kafka-fed bronze keeps its offsets in its snapshots)
-        inputs.update(files_version(pipeline.bronze.name, received))
-        inputs.update(read_files_version(settings, pipeline.bronze.name))
+    for flow in bronze.all_flows():
+        received = kind_of(flow.source).received_files(settings)
+        if received is not None:  # (a Kafka-fed flow keeps its offsets in the table's snapshots)
+            key = bronze.name if flow.name == MAIN_FLOW else f"{bronze.name}/{flow.name}"
+            inputs.update(files_version(key, received))
+            inputs.update(read_files_version(settings, bronze.name, flow.name))
     return inputs
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from pipelines.run.summary import FILE_PROBLEMS_KEY, NOTE_KEY
+from pipelines.run.summary import FILE_PROBLEMS_KEY, FLOW_PREFIX, NOTE_KEY
 
 if TYPE_CHECKING:
     from pipelines.sources.report import RunReport
@@ -52,4 +52,14 @@ def format_numbers(numbers: Mapping[str, Mapping[str, Any]]) -> str:
             value = row.get(key, "-")
             cells.append(f"{value:>11.2f}" if isinstance(value, float) else f"{value!s:>11}")
         lines.append(f"{table:<{width}}" + "".join(cells))
+        for flow in _flows(row):
+            values = {key: row.get(f"{FLOW_PREFIX}{flow}_{key}", "") for key, _ in COLUMNS}
+            cells = [f"{value:>11.2f}" if isinstance(value, float) else f"{value!s:>11}" for value in values.values()]
+            lines.append(f"{'  flow ' + flow:<{width}}" + "".join(cells))
     return "\n".join(lines)
+
+
+def _flows(row: Mapping[str, Any]) -> list[str]:
+    """The flows of a table fed by several, in their order, from its `flow_<name>_rows_in` numbers."""
+    suffix = "_rows_in"
+    return [key[len(FLOW_PREFIX) : -len(suffix)] for key in row if key.startswith(FLOW_PREFIX) and key.endswith(suffix)]

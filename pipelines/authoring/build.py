@@ -7,14 +7,14 @@ from collections.abc import Callable, Iterable
 from pyspark.sql import DataFrame
 
 from pipelines.authoring import schemas
-from pipelines.authoring.declarations import Declaration, DeclarationError, Param
+from pipelines.authoring.declarations import Declaration, DeclarationError, FlowDeclaration, Param
 from pipelines.sources.kinds import kind_of
 from pipelines.sources.streams import late_output
 from pipelines.spec.expectations import Expectation, schema_matches
 from pipelines.spec.modes import check_query_mode
 from pipelines.spec.rules import Rule, key_rules, landed_rules
 from pipelines.spec.sources import StaticSource, TableSource
-from pipelines.spec.tables import OutputTable, TableSpec
+from pipelines.spec.tables import MAIN_FLOW, Flow, OutputTable, TableSpec
 
 
 def ordered(declarations: Iterable[Declaration], problems: list[str] | None = None) -> list[Declaration]:
@@ -93,8 +93,9 @@ def _caller(d: Declaration) -> Callable[..., DataFrame]:
 def _checks(d: Declaration, kind_checks: tuple[Expectation, ...]) -> tuple[Expectation, ...]:
     landing: tuple[Expectation, ...] = ()
     if d.source is not None:
-        kind = kind_of(d.source)
-        landing = (*(kind.landing_checks() if d.layer == "bronze" else ()), *kind.row_checks())
+        for source in (d.source, *(f.source for f in d.flows)):
+            kind = kind_of(source)
+            landing = (*landing, *(kind.landing_checks() if d.layer == "bronze" else ()), *kind.row_checks())
     out: list[Expectation] = []
     for check in (schema_matches(), *landing, *kind_checks, *d.checks):
         if check not in out:
@@ -179,5 +180,29 @@ def build_spec(d: Declaration, specs: dict[str, TableSpec]) -> TableSpec:
         late_table=late[0].name if late else None,
         expectations=_checks(d, built.checks),
         table_format=d.format,
+        flows=tuple(_flow(d, f) for f in d.flows),
     )
     return spec
+
+
+def _flow(d: Declaration, flow: FlowDeclaration) -> Flow:
+    """A further flow into `d`'s table, checked against the table's own source."""
+    if d.source is None:
+        raise d.error(
+            f"flow {flow.name!r} ({flow.where}) feeds it, but it reads other tables",
+            "feed flows into a table declared with tb.landing(...) or source=",
+        )
+    if flow.name == MAIN_FLOW or any(f.name == flow.name for f in d.flows[: d.flows.index(flow)]):
+        raise d.error(f"two flows are named {flow.name!r} ({flow.where})", "give each flow its own name=")
+    same_kind = kind_of(flow.source).lineage() == kind_of(d.source).lineage()
+    if not (same_kind or (flow.source.lands and d.source.lands)):
+        raise d.error(
+            f"flow {flow.name!r} ({flow.where}) reads {flow.source.label}, the table {d.source.label}",
+            "mix only landed files and Kafka topics in one table; other kinds feed a table of their own",
+        )
+    if getattr(flow.source, "schema", None) != getattr(d.source, "schema", None):
+        raise d.error(
+            f"flow {flow.name!r} ({flow.where}) declares other columns than the table's source",
+            "declare the same schema for every flow into the table",
+        )
+    return Flow(flow.name, flow.source, flow.once)

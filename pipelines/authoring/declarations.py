@@ -94,6 +94,7 @@ class Declaration:
     description: str = ""
     maintenance: MaintenancePolicy = field(default_factory=MaintenancePolicy)
     format: str | None = None  # "iceberg" or "delta"; None: the home's TRIBUTARY_TABLE_FORMAT
+    flows: tuple[FlowDeclaration, ...] = ()  # more flows into this table (`tb.flow`), attached when datasets load
 
     @property
     def streams(self) -> tuple[str, ...]:
@@ -121,8 +122,21 @@ class Declaration:
         return DeclarationError(f"{self.where}: table {self.name!r}: {problem}; {fix}")
 
 
+@dataclass(frozen=True)
+class FlowDeclaration:
+    """A further flow into a declared table (`tb.flow`), as the author wrote it."""
+
+    target: str
+    name: str
+    source: Source
+    once: bool
+    where: str
+    module: str
+
+
 # Every declaration made in this process, in order; `pipelines.authoring.discover` takes those of a dataset.
 DECLARED: list[Declaration] = []
+FLOWS: list[FlowDeclaration] = []
 
 
 def record(declaration: Declaration) -> None:

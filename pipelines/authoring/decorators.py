@@ -18,8 +18,10 @@ from pyspark.sql.types import StringType, StructField, StructType
 
 from infra.settings import TABLE_FORMATS
 from pipelines.authoring.declarations import (
+    FLOWS,
     Declaration,
     DeclarationError,
+    FlowDeclaration,
     Param,
     caller_module,
     place,
@@ -257,6 +259,20 @@ def landing(table: str, source: Source, **options: Any) -> None:
             **_options(options, where),  # type: ignore[arg-type]
         )
     )
+
+
+def flow(table: str, source: Source, *, name: str | None = None, once: bool = False) -> None:
+    """Add a flow into `table`, a table declared with `landing(...)` or `source=`: its rows are appended with
+    the table's, with the flow's own checkpoint and numbers, e.g. a second producer's folder, or with
+    `once=True` a historical backfill read exactly once, e.g. `flow("bronze.orders", files("orders_2019", ...),
+    once=True)`. `name` defaults to the source's folder or topics."""
+    where = place(depth=2)
+    if not (isinstance(source, Source) and source.ingests):
+        raise DeclarationError(f"{where}: flow({table!r}) reads files(...), kafka(...) or delta_changes(...)")
+    label = name or getattr(source, "dataset", "")
+    if not label or not label.replace("-", "_").replace(".", "_").replace(",", "_").isidentifier():
+        raise DeclarationError(f"{where}: flow({table!r}) needs name= (letters, digits and _)")
+    FLOWS.append(FlowDeclaration(table, label, source, once, where, caller_module()))
 
 
 def _expect(action: Action) -> Callable[..., Any]:

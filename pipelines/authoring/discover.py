@@ -8,10 +8,11 @@ import pkgutil
 import sysconfig
 import traceback
 from collections.abc import Callable, Iterable
+from dataclasses import replace
 from pathlib import Path
 
 from infra.errors import ConfigError, first_line
-from pipelines.authoring.declarations import DECLARED, Declaration, short_path
+from pipelines.authoring.declarations import DECLARED, FLOWS, Declaration, DeclarationError, FlowDeclaration, short_path
 from pipelines.authoring.sql_tables import sql_declaration
 
 
@@ -56,6 +57,7 @@ def declarations(modules: Iterable[str], problems: list[str] | None = None) -> l
     With `problems`, a module or `.sql` file that cannot be loaded adds its line there and the others still load;
     without it, the first such error is raised.
     """
+    modules = list(modules)
     found: list[Declaration] = []
 
     def attempt(load: Callable[[], object]) -> object | None:
@@ -81,4 +83,28 @@ def declarations(modules: Iterable[str], problems: list[str] | None = None) -> l
                 declared = attempt(lambda path=path, name=name: sql_declaration(path, name))
                 if isinstance(declared, Declaration):
                     found.append(declared)
+    return _with_flows(found, [f for f in FLOWS if _of(f.module, modules)], problems)
+
+
+def _of(module: str, modules: Iterable[str]) -> bool:
+    return any(module == name or module.startswith(f"{name}.") for name in modules)
+
+
+def _with_flows(
+    found: list[Declaration], flows: list[FlowDeclaration], problems: list[str] | None
+) -> list[Declaration]:
+    """`found` with each `tb.flow(...)` attached to the table it feeds (a module imported twice counts once)."""
+    index = {d.name: i for i, d in enumerate(found)}
+    for flow in {(f.module, f.where): f for f in flows}.values():
+        i = index.get(flow.target)
+        if i is None:
+            error = DeclarationError(
+                f"{flow.where}: flow {flow.name!r} feeds {flow.target!r}, which no dataset declares; declare the "
+                "table with tb.landing(...) (or source=) first"
+            )
+            if problems is None:
+                raise error
+            problems.append(str(error))
+            continue
+        found[i] = replace(found[i], flows=(*found[i].flows, flow))
     return found

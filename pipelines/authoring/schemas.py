@@ -28,7 +28,7 @@ from pyspark.sql.types import StructType
 from infra.errors import ConfigError, first_line
 from infra.files import write_atomically
 from pipelines.authoring.declarations import Declaration, DeclarationError
-from pipelines.sources.kinds import kind_of
+from pipelines.sources.kinds import lineage_of
 
 if TYPE_CHECKING:
     from infra.settings import Settings
@@ -85,9 +85,10 @@ def empty_stream(spark: SparkSession, schema: StructType) -> DataFrame:
 
 
 def landed_schema(d: Declaration) -> StructType:
-    """What a file source's function receives: the declared landing fields, then the lineage columns."""
+    """What a file source's function receives: the declared landing fields, then the lineage columns (of every
+    flow into the table)."""
     assert d.source is not None
-    return StructType([*d.source.schema.fields, *kind_of(d.source).lineage()])
+    return StructType([*d.source.schema.fields, *lineage_of([d.source, *(f.source for f in d.flows)])])
 
 
 def input_frames(d: Declaration, specs: Mapping[str, TableSpec], streaming: bool = True) -> list[DataFrame]:

@@ -62,9 +62,10 @@ def _full_refresh(spark: SparkSession, settings: Settings, chain: list[TableSpec
             if upstream not in rebuilt:
                 _check_replayable(spark, fmt, upstream, spec.name)
     for spec in chain:
-        if spec.source.archives():
-            # Before anything is dropped: a crash then leaves files landed and already read, never lost.
-            restore_archived(settings, spec.source)
+        for flow in spec.all_flows():  # every flow starts again, a once-read one included
+            if flow.source.archives():
+                # Before anything is dropped: a crash then leaves files landed and already read, never lost.
+                restore_archived(settings, flow.source)
     for spec in chain:
         for out in spec.outputs():
             fmt.drop(spark, out.name)

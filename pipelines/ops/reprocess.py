@@ -16,6 +16,7 @@ from datetime import date
 
 from pyspark.sql import SparkSession
 
+from infra.errors import ConfigError
 from infra.settings import Settings
 from pipelines.io.formats import table_format
 from pipelines.run.locks import table_lock
@@ -43,6 +44,12 @@ def _reprocess(
 ) -> RangeReport:
     spec = registry.get(table)
     check_range(table, start, end)
+    flows = spec.all_flows()
+    if len(flows) > 1:  # a kind re-reads its own source, and would replace the days' rows of every flow
+        raise ConfigError(
+            f"table {table} is fed by {len(flows)} flows ({', '.join(f.name for f in flows)}); reprocess re-reads "
+            "one source: full-refresh the table instead, which reads every flow again"
+        )
     column = day_column(spec.output)
     fmt = table_format(settings)
     prepare_tables(spark, fmt, spec)

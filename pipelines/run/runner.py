@@ -9,17 +9,29 @@ from __future__ import annotations
 
 import time
 from contextlib import ExitStack
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from pyspark.sql import functions as F
 
 from infra.errors import PipelineError, TributaryError, first_line
+from infra.files import write_atomically
 from infra.settings import Settings
 from infra.spark import Session
 from infra.stopwatch import Stopwatch
 from pipelines.io.formats import table_format
 from pipelines.run.locks import table_lock
 from pipelines.sources.base import Run, SourceKind
-from pipelines.sources.kinds import kind_of
+from pipelines.sources.kinds import kind_of, lineage_of
 from pipelines.sources.report import RunReport
-from pipelines.spec.tables import TableSpec
+from pipelines.spec.tables import Flow, TableSpec
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+    from pyspark.sql.types import StructField
+
+# In a flow's checkpoint: the flow was declared `once` and has run.
+ONCE_DONE = "_once_done"
 
 
 def run_table(spark: Session, settings: Settings, spec: TableSpec) -> RunReport:
@@ -46,18 +58,57 @@ def run_table(spark: Session, settings: Settings, spec: TableSpec) -> RunReport:
 
 
 def _run_locked(session: Session, settings: Settings, spec: TableSpec, clock: Stopwatch, started: float) -> RunReport:
-    kind = kind_of(spec.source)
-    run = Run(session, settings, table_format(settings), spec, clock, RunReport(table=spec.name, trigger=kind.trigger))
-    with clock.stage("checks"):
+    flows = spec.all_flows()
+    fmt = table_format(settings)
+    report = RunReport(table=spec.name, trigger=kind_of(spec.source).trigger)
+    if len(flows) == 1:
+        run = Run(session, settings, fmt, spec, clock, report)
+        _run_flow(run, kind_of(spec.source), flows[0])
+        return _finish(run, started)
+    lineage = lineage_of(f.source for f in flows)
+    runs = []
+    for flow in flows:
+        flow_started = time.perf_counter()
+        run = Run(session, settings, fmt, _flow_spec(spec, flow, lineage), clock, RunReport(spec.name, report.trigger))
+        run.flow = flow.name
+        _run_flow(run, kind_of(flow.source), flow)
+        run.report.seconds = round(time.perf_counter() - flow_started, 3)
+        session = run.session
+        runs.append(run)
+        report.flows[flow.name] = run.report
+    return _finish(_merged(runs, spec, report), started)
+
+
+def _flow_spec(spec: TableSpec, flow: Flow, lineage: tuple[StructField, ...]) -> TableSpec:
+    """The table as one of its flows writes it: with that flow's source (its kind, checkpoint and bookkeeping are
+    its own); rows of a kind that adds fewer lineage columns than the table holds get the others as NULL."""
+    missing = [column for column in lineage if column not in kind_of(flow.source).lineage()]
+    transform = spec.transform
+    if missing:
+
+        def transform(df: DataFrame) -> DataFrame:
+            return spec.transform(df.select("*", *[F.lit(None).cast(c.dataType).alias(c.name) for c in missing]))
+
+    return replace(spec, source=flow.source, flows=(), transform=transform)
+
+
+def _run_flow(run: Run, kind: SourceKind, flow: Flow) -> None:
+    """One flow's run: checks, the skip check, its batches and its bookkeeping."""
+    done = run.checkpoint / ONCE_DONE
+    if flow.once and done.is_file():  # a flow declared once has run: it is never read again
+        run.report.skipped = True
+        run.report.note = f"flow {flow.name} was read once, at its first run, and is not read again"
+        return
+    with run.clock.stage("checks"):
         _check_upstreams(run)
         kind.check(run)
     try:
-        with clock.stage("skip_check"):
+        with run.clock.stage("skip_check"):
             nothing = kind.nothing_to_read(run)
     except TributaryError:
         raise
     except Exception as exc:
-        raise PipelineError(f"table {spec.name}: could not start its stream: {first_line(exc)}") from exc
+        raise PipelineError(f"table {run.spec.name}: could not start its stream: {first_line(exc)}") from exc
     if nothing:  # no batch could run: skip the query
         kind.after_run(run, skipped=True)
         _prepare_missing(run, kind)
@@ -65,7 +116,27 @@ def _run_locked(session: Session, settings: Settings, spec: TableSpec, clock: St
     else:
         kind.read_batches(run)
         kind.after_run(run, skipped=False)
-    return _finish(run, started)
+    if flow.once and run.report.data_batches:
+        write_atomically(done, "read once\n")
+
+
+def _merged(runs: list[Run], spec: TableSpec, report: RunReport) -> Run:
+    """One run of the whole table from the runs of its flows: their rows, batches, metrics and files added up."""
+    first = runs[0]
+    merged = Run(runs[-1].session, first.settings, first.fmt, spec, first.clock, report)
+    for run in runs:
+        merged.metrics.update(run.metrics)
+        merged.files.extend(run.files)
+        report.rows_in += run.report.rows_in
+        report.batches += run.report.batches
+        report.data_batches += run.report.data_batches
+        report.batch_durations_ms.extend(run.report.batch_durations_ms)
+        report.landing_warnings.extend(run.report.landing_warnings)
+        run.report.metrics = dict(run.metrics)
+    notes = [f"flow {run.flow}: {run.report.note}" for run in runs if run.report.note]
+    report.note = "; ".join(notes) or None
+    report.skipped = all(run.report.skipped for run in runs)
+    return merged
 
 
 def _prepare_missing(run: Run, kind: SourceKind) -> None:

@@ -48,11 +48,30 @@ def table_numbers(report: RunReport, table: str) -> dict[str, Any]:
             numbers["watermark"] = report.watermark
         if f"{report.table}{FILES_SUFFIX}" in report.tables:  # a file-source run: always present, so Dagster plots 0s
             numbers.update({key: report.metrics.get(key, 0) for key in FILE_COUNTS})
+        numbers.update(flow_numbers(report))
         for key, value in sorted(report.metrics.items()):
             if key.startswith("rule_failures:") or key == "rows_with_warnings":
                 numbers[key.replace(":", "_")] = value
             elif key.startswith("kafka_"):  # a Kafka-fed run: lag, offsets read and lost, partitions
                 numbers[key] = value
+    return numbers
+
+
+# Per-flow numbers of a table fed by several flows: `flow_<name>_<number>`.
+FLOW_PREFIX = "flow_"
+FLOW_NUMBERS = ("rows_in", "batches", "seconds")
+
+
+def flow_numbers(report: RunReport) -> dict[str, Any]:
+    """Each flow's rows in, batches, seconds, files read and Kafka offsets read, for a table fed by several flows
+    (`flow_<name>_rows_in`, ...); nothing for a table of one flow."""
+    numbers: dict[str, Any] = {}
+    for name, flow in report.flows.items():
+        numbers.update({f"{FLOW_PREFIX}{name}_{key}": getattr(flow, key) for key in FLOW_NUMBERS})
+        numbers[f"{FLOW_PREFIX}{name}_skipped"] = flow.skipped
+        for key in ("files_read", "kafka_offsets_read"):
+            if key in flow.metrics:
+                numbers[f"{FLOW_PREFIX}{name}_{key}"] = flow.metrics[key]
     return numbers
 
 

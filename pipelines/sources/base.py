@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, ClassVar
 
 from infra.errors import ConfigError, PipelineError
 from infra.spark import Session, running_session, started_session
+from pipelines.spec.tables import MAIN_FLOW
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -31,6 +32,14 @@ if TYPE_CHECKING:
     from pipelines.write.ranges import RangeReport
 
 
+def flow_checkpoint(settings: Settings, table: str, flow: str = MAIN_FLOW) -> Path:
+    """A flow's checkpoint folder: the table's own for its main flow, `flows/<name>` inside it for the others, so
+    adding a flow leaves the others' positions as they are and a full refresh (which deletes the table's folder)
+    resets every flow."""
+    folder = settings.checkpoint_for(table)
+    return folder if flow == MAIN_FLOW else folder / "flows" / flow
+
+
 @dataclass
 class Run:
     """One bounded run of one table, in progress: what the runner and the table's source kind share."""
@@ -43,11 +52,13 @@ class Run:
     report: RunReport
     metrics: Counter[str] = field(default_factory=Counter)
     files: list[FileHealth] = field(default_factory=list)
+    # The flow being run (`TableSpec.all_flows`): the table's declared source is its main flow.
+    flow: str = MAIN_FLOW
 
     @property
     def checkpoint(self) -> Path:
-        """The table's checkpoint folder."""
-        return self.settings.checkpoint_for(self.spec.name)
+        """The flow's checkpoint folder (`flow_checkpoint`)."""
+        return flow_checkpoint(self.settings, self.spec.name, self.flow)
 
     def running(self) -> SparkSession | None:
         """The Spark session if one runs already (reading metadata needs none)."""
@@ -132,8 +143,8 @@ class SourceKind:
         kept with the table's own commits (offsets)."""
         return None
 
-    def accounting(self, spark: SparkSession, settings: Settings, spec: TableSpec) -> Accounting:
-        """What the source delivered against the rows of `spec`'s table."""
+    def accounting(self, spark: SparkSession, settings: Settings, spec: TableSpec, flow: str) -> Accounting:
+        """What the source, as the table's flow `flow`, delivered against the rows of `spec`'s table."""
         raise PipelineError(f"table {spec.name}: a {self.source.label} source has nothing landed to account for")
 
     def reprocess(
@@ -152,6 +163,6 @@ class SourceKind:
             "(a Kafka-fed table is rebuilt from what its topics still retain)"
         )
 
-    def partition_lag(self, settings: Settings, spec: TableSpec) -> dict[tuple[str, int], int]:
+    def partition_lag(self, settings: Settings, spec: TableSpec, flow: str) -> dict[tuple[str, int], int]:
         """Messages behind per partition now (kinds with `has_lag`)."""
         return {}

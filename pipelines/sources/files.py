@@ -141,9 +141,9 @@ class FileKind(StreamedKind):
         """Every file landed or archived."""
         return received_files(settings, self.source)
 
-    def accounting(self, spark: SparkSession, settings: Settings, spec: TableSpec) -> Accounting:
+    def accounting(self, spark: SparkSession, settings: Settings, spec: TableSpec, flow: str) -> Accounting:
         """Landed lines = bronze rows, file by file."""
-        return landed_vs_bronze(spark, settings, spec, self.source)
+        return landed_vs_bronze(spark, settings, spec, self.source, flow)
 
     def reprocess(
         self,

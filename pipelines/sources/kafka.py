@@ -35,10 +35,10 @@ from pipelines.io.kafka_read import UNKNOWN_FIELDS, UNREAD_OFFSET, parse_message
 from pipelines.io.landing_parse import KAFKA_LINEAGE, LANDED_LINEAGE
 from pipelines.sources.base import Accounting, Run, SourceKind
 from pipelines.sources.files import LANDING_CHECKS
-from pipelines.sources.kafka_offsets import offsets_vs_bronze
+from pipelines.sources.kafka_offsets import flow_key, of_topics, offsets_vs_bronze
 from pipelines.spec.expectations import unique
 from pipelines.spec.sources import KafkaSource
-from pipelines.spec.tables import TableSpec
+from pipelines.spec.tables import MAIN_FLOW, TableSpec
 
 if TYPE_CHECKING:
     from pyspark.sql.types import StructField
@@ -53,14 +53,18 @@ def group_id(table: str) -> str:
     return f"tributary.{table}"
 
 
-def committed_offsets(spark: SparkSession | None, fmt: TableFormats, table: str) -> tuple[Offsets, int] | None:
-    """The offsets and batch id kept with the table's last batch; ({}, -1) for a table never written; None when a
-    table holding rows has none (its commits were expired): `offsets_from_rows` then reads them from the rows."""
+def committed_offsets(
+    spark: SparkSession | None, fmt: TableFormats, table: str, flow: str = MAIN_FLOW
+) -> tuple[Offsets, int] | None:
+    """The offsets and batch id kept with the last batch of the table's flow `flow`; ({}, -1) for a table never
+    written; None when a table holding rows has none (its commits were expired): `offsets_from_rows` then reads
+    them from the rows."""
     if not fmt.exists(spark, table):
         return {}, -1
-    kept = fmt.latest_properties(spark, table, OFFSETS_PROPERTY)
+    offsets, batch = flow_key(OFFSETS_PROPERTY, flow), flow_key(BATCH_PROPERTY, flow)
+    kept = fmt.latest_properties(spark, table, offsets)
     if kept is not None:
-        return decode(kept[OFFSETS_PROPERTY]), int(kept[BATCH_PROPERTY])
+        return decode(kept[offsets]), int(kept[batch])
     return None if fmt.stats(spark, table).rows else ({}, -1)
 
 
@@ -106,9 +110,9 @@ class KafkaKind(SourceKind):
     def check(self, run: Run) -> None:
         """Plan the run: the offsets kept with the table's last commit up to the brokers' end offsets now."""
         spec = run.spec
-        known = committed_offsets(run.running(), run.fmt, spec.name)
+        known = committed_offsets(run.running(), run.fmt, spec.name, run.flow)
         if known is None:
-            known = offsets_from_rows(run.fmt.read(run.spark(), spec.name))
+            known = offsets_from_rows(run.fmt.read(run.spark(), spec.name).filter(of_topics(self.source)))
         committed, self.last_batch = known
         with consumer(run.settings.kafka, self.source, group_id(spec.name)) as client:
             self.ends = end_offsets(client, run.settings.kafka, self.source, spec.name)
@@ -133,13 +137,16 @@ class KafkaKind(SourceKind):
         for i, chunk in enumerate(batches(plan.ranges, self.source.max_offsets_per_batch) or [[]]):
             batch_id = self.last_batch + 1 + i
             self.position.update({(r.topic, r.partition): r.end for r in chunk})
-            properties = {OFFSETS_PROPERTY: encode(self.position), BATCH_PROPERTY: str(batch_id)}
+            properties = {
+                flow_key(OFFSETS_PROPERTY, run.flow): encode(self.position),
+                flow_key(BATCH_PROPERTY, run.flow): str(batch_id),
+            }
             if i == 0 and plan.lost:
-                properties[LOST_PROPERTY] = encode_ranges(plan.lost)
+                properties[flow_key(LOST_PROPERTY, run.flow)] = encode_ranges(plan.lost)
             with run.clock.stage("batch.write"):
                 rows = _batch_rows(spark, run.settings, spec, self.source, chunk, topics, batch_id)
                 try:
-                    added = fmt.append(rows, spec.name, f"kafka:{spec.name}", batch_id, properties)
+                    added = fmt.append(rows, spec.name, flow_key(f"kafka:{spec.name}", run.flow), batch_id, properties)
                 except Exception as exc:
                     raise _read_failure(spec.name, batch_id, exc) from None
             report.batches += 1
@@ -158,14 +165,14 @@ class KafkaKind(SourceKind):
         run.metrics["kafka_lag"] = sum(behind.values())
         run.metrics.update({f"kafka_lag_{topic}_{partition}": n for (topic, partition), n in sorted(behind.items())})
 
-    def accounting(self, spark: SparkSession, settings: Settings, spec: TableSpec) -> Accounting:
+    def accounting(self, spark: SparkSession, settings: Settings, spec: TableSpec, flow: str) -> Accounting:
         """Each committed offset is in the table once."""
-        return offsets_vs_bronze(spark, settings, spec)
+        return offsets_vs_bronze(spark, settings, spec, self.source, flow)
 
-    def partition_lag(self, settings: Settings, spec: TableSpec) -> dict[tuple[str, int], int]:
+    def partition_lag(self, settings: Settings, spec: TableSpec, flow: str) -> dict[tuple[str, int], int]:
         """Messages behind per partition now; no JVM needed when the table's offsets are in its commits."""
         fmt = table_format(settings)
-        committed = committed_offsets(None, fmt, spec.name)
+        committed = committed_offsets(None, fmt, spec.name, flow)
         with consumer(settings.kafka, self.source, group_id(spec.name)) as client:
             ends = end_offsets(client, settings.kafka, self.source, spec.name)
         return lag(ends, committed[0] if committed is not None else {})

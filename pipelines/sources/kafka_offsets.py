@@ -17,20 +17,39 @@ from infra.settings import Settings
 from pipelines.io.formats import table_format
 from pipelines.io.kafka_plan import OFFSETS_PROPERTY, decode
 from pipelines.sources.base import Accounting
-from pipelines.spec.tables import TableSpec
+from pipelines.spec.sources import KafkaSource
+from pipelines.spec.tables import MAIN_FLOW, TableSpec
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+    from pyspark.sql import Column, SparkSession
 
 
-def offsets_vs_bronze(spark: SparkSession, settings: Settings, bronze_spec: TableSpec) -> Accounting:
-    """Rows per partition against the table's committed offsets."""
+def of_topics(source: KafkaSource) -> Column:
+    """Whether a row came from one of `source`'s topics (named, or matching its pattern as a whole)."""
+    if source.pattern is not None:
+        return F.col("_kafka_topic").rlike(f"^(?:{source.pattern})$")
+    return F.col("_kafka_topic").isin(*source.topics)
+
+
+def flow_key(key: str, flow: str) -> str:
+    """A snapshot property (or writer name) of one flow into a table: the main flow keeps the plain key, so a table
+    written before it had other flows reads on as it was."""
+    return key if flow == MAIN_FLOW else f"{key}.{flow}"
+
+
+def offsets_vs_bronze(
+    spark: SparkSession, settings: Settings, bronze_spec: TableSpec, source: KafkaSource, flow: str = MAIN_FLOW
+) -> Accounting:
+    """Rows of `source`'s topics per partition against the offsets the table's flow `flow` committed."""
     fmt = table_format(settings)
-    kept = fmt.latest_properties(spark, bronze_spec.name, OFFSETS_PROPERTY)
-    committed = decode(kept[OFFSETS_PROPERTY]) if kept else {}
+    key = flow_key(OFFSETS_PROPERTY, flow)
+    kept = fmt.latest_properties(spark, bronze_spec.name, key)
+    committed = decode(kept[key]) if kept else {}
+    rows = fmt.read(spark, bronze_spec.name)
+    if len(bronze_spec.all_flows()) > 1:  # the table's other flows' rows: other topics, or landed files
+        rows = rows.filter(of_topics(source))
     per_partition = (
-        fmt.read(spark, bronze_spec.name)
-        .groupBy("_kafka_topic", "_kafka_partition")
+        rows.groupBy("_kafka_topic", "_kafka_partition")
         .agg(
             F.count(F.lit(1)).alias("rows"),
             F.count_distinct("_kafka_offset").alias("offsets"),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -13,10 +14,10 @@ from infra.settings import Settings
 from pipelines.io.archive import received_files
 from pipelines.io.checkpoints import committed_files
 from pipelines.io.formats import table_format
-from pipelines.io.landing import is_blank, landed_lines
-from pipelines.sources.base import Accounting
+from pipelines.io.landing import is_blank, landed_lines, landing_folder
+from pipelines.sources.base import Accounting, flow_checkpoint
 from pipelines.spec.sources import FileSource
-from pipelines.spec.tables import TableSpec
+from pipelines.spec.tables import MAIN_FLOW, TableSpec
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -31,17 +32,22 @@ def _lines(path: Path, source: FileSource) -> int:
     return max(count - 1, 0) if source.format == "csv" else count
 
 
-def landed_vs_bronze(spark: SparkSession, settings: Settings, bronze_spec: TableSpec, source: FileSource) -> Accounting:
-    """Every file the bronze stream read (landed or archived) has as many bronze rows as it has lines; notes name
-    files not read yet and files gone from the landing folder and the archive."""
+def landed_vs_bronze(
+    spark: SparkSession, settings: Settings, bronze_spec: TableSpec, source: FileSource, flow: str = MAIN_FLOW
+) -> Accounting:
+    """Every file the bronze stream (its flow `flow`) read, landed or archived, has as many bronze rows as it has
+    lines; notes name files not read yet and files gone from the landing folder and the archive."""
     bronze = table_format(settings).read(spark, bronze_spec.name)
     per_file = {
         canonical(r["_source_file"]): int(r["n"])
         for r in bronze.groupBy("_source_file").agg(F.count(F.lit(1)).alias("n")).collect()
         if r["_source_file"] is not None
     }
+    if len(bronze_spec.all_flows()) > 1:  # the table's other flows' rows: another folder, or a Kafka message
+        folder = os.path.dirname(canonical(str(landing_folder(settings, source) / "_")))
+        per_file = {name: n for name, n in per_file.items() if os.path.dirname(name) == folder}
     landed = received_files(settings, source)
-    read = committed_files(settings.checkpoint_for(bronze_spec.name)) | set(per_file)
+    read = committed_files(flow_checkpoint(settings, bronze_spec.name, flow)) | set(per_file)
     notes = []
     pending = sorted(set(landed) - read)
     if pending:

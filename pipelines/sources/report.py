@@ -36,6 +36,8 @@ class RunReport:
     files: list[file_health.FileHealth] = field(default_factory=list)
     # Landing-folder entries the run did not read and says so on every run (subfolders).
     landing_warnings: list[str] = field(default_factory=list)
+    # Per flow, when the table has several (`TableSpec.flows`): each flow's own report.
+    flows: dict[str, RunReport] = field(default_factory=dict)
 
     def file_problems(self) -> list[str]:
         """One line per rejected, empty or header-only landed file of this run, and per landing warning."""

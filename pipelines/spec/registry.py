@@ -35,10 +35,15 @@ def _check_landing_spec(spec: TableSpec) -> None:
         )
 
 
+def _archives(spec: TableSpec, folder: str) -> bool:
+    """Whether a flow of `spec` that reads landing folder `folder` archives it."""
+    return any(f.source.archives() for f in spec.all_flows() if f.source.landing_folder_name() == folder)
+
+
 def _check_archived_folder(spec: TableSpec, first: TableSpec, folder: str) -> None:
     """An archived landing folder is read by one table: archiving takes the files away from any other reader."""
-    if first is not spec and (spec.source.archives() or first.source.archives()):
-        archiving = spec if spec.source.archives() else first
+    if first is not spec and (_archives(spec, folder) or _archives(first, folder)):
+        archiving = spec if _archives(spec, folder) else first
         raise ConfigError(
             f"table {archiving.name!r} archives landing folder {folder!r}, which {first.name!r} and "
             f"{spec.name!r} both read; archived files would never reach the other table: read the folder once "
@@ -73,8 +78,16 @@ class Registry:
         spec.maintenance.validate(spec.name)
         if spec.source.ingests:
             _check_landing_spec(spec)
-        folder = spec.source.landing_folder_name()
-        if folder is not None:
+        folders = [f for flow in spec.all_flows() if (f := flow.source.landing_folder_name()) is not None]
+        for flow in spec.flows:
+            flow.source.validate(spec.name)
+        repeated = sorted({f for f in folders if folders.count(f) > 1})
+        if repeated:
+            raise ConfigError(
+                f"table {spec.name!r} reads landing folder {repeated[0]!r} in two flows, which would land each file "
+                "twice; read each folder in one flow"
+            )
+        for folder in folders:
             _check_archived_folder(spec, self._folders.get(folder, spec), folder)
         if spec.output.name.split(".")[0] != spec.layer:
             raise ConfigError(f"table {spec.name!r} must live in the {spec.layer!r} namespace")
@@ -85,7 +98,7 @@ class Registry:
                 )
         check_spec_modes(spec)
         self._written.update(outputs)
-        if folder is not None:
+        for folder in folders:
             self._folders.setdefault(folder, spec)
         self._specs[spec.name] = spec
 

@@ -99,6 +99,20 @@ class MaintenancePolicy:
                 )
 
 
+# The flow of a table's declared source; further flows are named by their declarations.
+MAIN_FLOW = "main"
+
+
+@dataclass(frozen=True)
+class Flow:
+    """One stream of rows into a table, with its own checkpoint and numbers. A table's first flow is its declared
+    source; `tb.flow(...)` adds more. A flow declared `once` is read exactly once (a backfill never re-read)."""
+
+    name: str
+    source: Source
+    once: bool = False
+
+
 @dataclass(frozen=True)
 class TableSpec:
     """Everything about one table: where rows come from, how they are shaped, and how each batch is written.
@@ -127,6 +141,12 @@ class TableSpec:
     expectations: tuple[Expectation, ...] = ()
     # The format its tables are created in ("iceberg" or "delta"); None: the home's TRIBUTARY_TABLE_FORMAT.
     table_format: str | None = None
+    # More flows into this table, after the one of `source` (`tb.flow`); each keeps its own checkpoint.
+    flows: tuple[Flow, ...] = ()
+
+    def all_flows(self) -> tuple[Flow, ...]:
+        """Every flow into the table: the declared source's first."""
+        return (Flow(MAIN_FLOW, self.source), *self.flows)
 
     @property
     def name(self) -> str:
@@ -153,7 +173,8 @@ class TableSpec:
     @property
     def files_table(self) -> str | None:
         """The table of per-file health a file-source spec writes (`<table>_files`), else None."""
-        return f"{self.name}{FILES_SUFFIX}" if self.source.keeps_file_health else None
+        keeps = any(flow.source.keeps_file_health for flow in self.all_flows())
+        return f"{self.name}{FILES_SUFFIX}" if keeps else None
 
     def outputs(self) -> tuple[OutputTable, ...]:
         """All tables this spec writes, the main one first (a file source's per-file health table last)."""

@@ -25,7 +25,14 @@ from pipelines.io.formats import table_format
 from pipelines.io.kafka_plan import LOST_PROPERTY, OFFSETS_PROPERTY, decode
 from pipelines.run.runner import run_table
 from pipelines.sources.kafka import group_id
-from tests.support.kafka_registry import create_topic, kafka_declaration, kafka_registry, produce, produce_orders
+from tests.support.kafka_registry import (
+    create_topic,
+    kafka_declaration,
+    kafka_registry,
+    order,
+    produce,
+    produce_orders,
+)
 from tests.support.repo import REPO
 
 _topics = itertools.count()
@@ -290,3 +297,108 @@ def test_offsets_the_reader_cannot_fetch_stop_the_batch_with_one_line_and_nothin
         "the run was planned, or not answered in time); run again to plan anew (nothing of batch 0 was written)"
     )
     assert table_format(settings).stats(spark, "bronze.orders").rows == 0
+
+
+MIXED = """
+import pipelines.authoring as tb
+from tests.support.kafka_registry import ORDERS
+
+tb.landing("bronze.orders", tb.files("orders_files", "json", ORDERS))
+tb.flow("bronze.orders", tb.kafka("{topic}", schema=ORDERS, max_offsets_per_batch=50), name="live")
+tb.flow("bronze.orders", tb.files("orders_2019", "json", ORDERS), once=True)
+
+
+@tb.silver(write=tb.dedupe("order_id", time="ordered_at"))
+@tb.expect_or_quarantine("quantity_positive", "quantity > 0")
+def orders(bronze_orders):
+    return bronze_orders
+"""
+_mixed = itertools.count()
+
+
+def _mixed_home(tmp_path, settings: Settings, broker: Broker) -> tuple[str, str]:
+    """A dataset whose bronze.orders is fed by landed files, a topic and a once-read backfill folder."""
+    from tests.support.packages import write_package
+
+    topic = _topic(broker)
+    produce_orders(broker.bootstrap, topic, 0, 120)
+    package = write_package(tmp_path / "packages", f"mixed{next(_mixed)}", {"tables.py": MIXED.format(topic=topic)})
+    for folder, first in (("orders_files", 1000), ("orders_2019", 2000)):
+        (settings.landing / folder).mkdir(parents=True)
+        lines = [json.dumps(order(i)) for i in range(first, first + 30)]
+        (settings.landing / folder / "a.json").write_text("\n".join(lines) + "\n")
+    return package, topic
+
+
+def _order_ids(spark: SparkSession, settings: Settings) -> list[str]:
+    return sorted(r[0] for r in table_format(settings).read(spark, "bronze.orders").select("order_id").collect())
+
+
+EXPECTED_IDS = sorted(f"o{i:06d}" for i in [*range(120), *range(1000, 1030), *range(2000, 2030)])
+
+
+def test_files_a_topic_and_a_once_folder_feed_one_table_each_row_once_with_numbers_per_flow(
+    spark, fresh_settings, broker, tmp_path
+):
+    from pipelines.authoring.load import load_registry
+    from pipelines.run.pipeline import run_pipeline
+    from quality.reconcile import pipelines_of, reconcile_pipeline
+
+    settings = _with(fresh_settings, broker)
+    package, topic = _mixed_home(tmp_path, settings, broker)
+    registry = load_registry([package])
+    report = run_pipeline(spark, settings, registry, ["bronze.orders"])[0]
+    assert _order_ids(spark, settings) == EXPECTED_IDS
+    assert {name: (r.rows_in, r.batches) for name, r in report.flows.items()} == {
+        "main": (30, 1),
+        "live": (120, 3),
+        "orders_2019": (30, 1),
+    }
+    assert report.rows_in == 180
+    bronze = table_format(settings).read(spark, "bronze.orders")
+    from_files = bronze.filter("_kafka_topic IS NULL").select("_source_file").distinct().collect()
+    assert sorted(r[0].rsplit("/", 2)[-2] for r in from_files) == ["orders_2019", "orders_files"]
+    assert bronze.filter(f"_kafka_topic = '{topic}' AND _kafka_offset IS NOT NULL").count() == 120
+
+    produce_orders(broker.bootstrap, topic, 120, 6)
+    (settings.landing / "orders_2019" / "b.json").write_text(json.dumps(order(3000)) + "\n")  # never read
+    again = run_pipeline(spark, settings, registry)
+    flows = again[0].flows
+    assert flows["live"].rows_in == 6 and flows["main"].skipped and flows["orders_2019"].skipped
+    assert "read once" in (flows["orders_2019"].note or "")
+    assert len(_order_ids(spark, settings)) == 186
+
+    result = reconcile_pipeline(spark, settings, pipelines_of(registry)[0])
+    landed = result.outcomes[0]
+    assert [o.success for o in result.outcomes] == [True] * 4, result.outcomes
+    assert landed.element_count == 186 and "flow live: 126 rows from 3 partitions" in landed.observed
+
+
+@pytest.mark.parametrize("commit", [3, 7])
+def test_a_run_of_several_flows_killed_between_or_inside_them_lands_each_row_once(
+    spark, fresh_settings, broker, tmp_path, commit
+):
+    """Commits: the files flow's health and rows (1, 2), the topic's three batches (3-5), the once folder's health
+    and rows (6, 7), then its checkpoint and its read-once mark."""
+    from pipelines.authoring.load import load_registry
+    from pipelines.run.pipeline import run_pipeline
+
+    settings = _with(fresh_settings, broker)
+    package, _ = _mixed_home(tmp_path, settings, broker)
+    arguments = [settings.catalog_name, broker.bootstrap, str(tmp_path / "packages"), package, "bronze.orders"]
+    child = subprocess.run(
+        [sys.executable, "-m", "tests.support.flow_child", str(settings.home), *arguments, str(commit)],
+        cwd=REPO,
+        env={**os.environ, "TRIBUTARY_HOME": str(settings.home)},
+        start_new_session=True,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert child.returncode == -9, child.stderr[-3000:]
+    registry = load_registry([package])
+    report = run_pipeline(spark, settings, registry, ["bronze.orders"])[0]
+    assert _order_ids(spark, settings) == EXPECTED_IDS
+    assert report.flows["main"].skipped  # its batch was committed before the kill
+    again = run_pipeline(spark, settings, registry, ["bronze.orders"])[0]
+    assert again.skipped and _order_ids(spark, settings) == EXPECTED_IDS
