@@ -89,6 +89,9 @@ def build_table_asset(spec: TableSpec, partitions: DailyPartitionsDefinition | N
         retry_policy=RETRY_POLICY,
         partitions_def=partitions if partitioned else None,
         backfill_policy=BackfillPolicy.single_run() if partitioned else None,
+        # A table selected alone (`--select silver/events`) still writes its companions in the same transaction:
+        # the run writes them all, and those not selected are logged as materializations of this run.
+        can_subset=True,
     )
     def _asset(context: AssetExecutionContext, spark: SparkResource) -> Iterator[MaterializeResult]:
         settings = spark.settings()
@@ -104,14 +107,22 @@ def build_table_asset(spec: TableSpec, partitions: DailyPartitionsDefinition | N
         except TributaryError as exc:
             raise no_retry_failure(exc) from exc
         if backfill is not None:
-            yield MaterializeResult(asset_key=asset_key(spec.name), metadata=range_metadata(backfill))
-            return
-        for line in report.file_problems():
-            context.log.warning(line)
-        if partitioned and not report.skipped:
-            _log_changed_days(context, spark, settings, spec, partitions, started)
-        for out in spec.outputs():
-            yield MaterializeResult(asset_key=asset_key(out.name), metadata=report_metadata(report, out.name))
+            results = {spec.name: range_metadata(backfill)}
+        else:
+            for line in report.file_problems():
+                context.log.warning(line)
+            if partitioned and not report.skipped:
+                _log_changed_days(context, spark, settings, spec, partitions, started)
+            results = {out.name: report_metadata(report, out.name) for out in spec.outputs()}
+        selected = context.selected_asset_keys
+        for name, metadata in results.items():
+            if asset_key(name) in selected:
+                yield MaterializeResult(asset_key=asset_key(name), metadata=metadata)
+            else:
+                context.log_event(AssetMaterialization(asset_key=asset_key(name), metadata=metadata))
+        for out in spec.outputs():  # a companion selected alone in a day backfill: the backfill wrote no rows to it
+            if out.name not in results and asset_key(out.name) in selected:
+                yield MaterializeResult(asset_key=asset_key(out.name))
 
     return _asset
 

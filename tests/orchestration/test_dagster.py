@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from dagster import AssetKey, DagsterInstance
+from dagster import AssetKey, AssetsDefinition, DagsterInstance, materialize
 
 from orchestration.definitions import PIPELINE_JOB, build_definitions
 from orchestration.resources import SparkResource
@@ -79,3 +79,14 @@ def test_pipeline_job_materializes_everything_with_metadata(spark, fresh_setting
             name = ".".join(e.event_specific_data.materialization.asset_key.path)
             assert meta["rows_written"].value == 0
             assert meta["snapshot_id"].value == mats[name]["snapshot_id"]
+
+        # A table selected alone runs with its companions (written in the same commit), logged as materializations
+        # of the same run; nothing upstream or downstream runs.
+        tables = [a for a in defs.assets if isinstance(a, AssetsDefinition)]
+        alone = materialize(
+            tables, selection=[AssetKey(["silver", "events"])], instance=instance, resources={"spark": resource}
+        )
+        assert alone.success
+        written = {".".join(e.asset_key.path) for e in alone.get_asset_materialization_events()}
+        assert {"silver.events", "silver.events_quarantine"} <= written
+        assert all(name.startswith("silver.events") for name in written), written
