@@ -30,10 +30,10 @@ from dagster import (
 from infra.errors import TributaryError
 from infra.settings import Settings
 from orchestration.metadata import range_metadata, report_metadata
-from orchestration.partitions import daily_partition_column, daily_partitions, partition_days
+from orchestration.partitions import daily_partitions, partition_days
 from orchestration.resources import SparkResource
 from pipelines.io.partition_grain import described
-from pipelines.ops.backfill import backfill_days
+from pipelines.ops.backfill import backfill_days, backfillable_day_column
 from pipelines.run.runner import run_table
 from pipelines.spec.registry import Registry
 from pipelines.spec.tables import TableSpec
@@ -68,7 +68,7 @@ def _extra_description(spec: TableSpec, table: str) -> str:
 def build_table_asset(spec: TableSpec, partitions: DailyPartitionsDefinition | None = None):
     """The asset (or multi-asset) that runs one spec incrementally (and backfills days, when partitioned)."""
     deps = [asset_key(name) for name in spec.upstreams]
-    partitioned = partitions is not None and daily_partition_column(spec) is not None
+    partitioned = partitions is not None and backfillable_day_column(spec) is not None
     specs = [
         AssetSpec(
             key=asset_key(out.name),

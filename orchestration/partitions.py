@@ -9,23 +9,8 @@ from __future__ import annotations
 from datetime import date
 
 from dagster import AssetExecutionContext, DailyPartitionsDefinition
-from pyspark.sql.types import DateType
 
-from infra.errors import ConfigError
 from infra.settings import Settings
-from pipelines.spec.tables import TableSpec
-from pipelines.write.ranges import day_column
-
-
-def daily_partition_column(spec: TableSpec) -> str | None:
-    """The date column a spec's table is partitioned by when its asset should have daily partitions, else None."""
-    if not spec.sink.recomputes_by_key:
-        return None
-    try:
-        column = day_column(spec.output)
-    except ConfigError:
-        return None
-    return column if isinstance(spec.output.schema[column].dataType, DateType) else None
 
 
 def daily_partitions(settings: Settings) -> DailyPartitionsDefinition:

@@ -1,7 +1,8 @@
 """Operator jobs launched from the Dagster UI: reprocess a date range of a streaming table, fully refresh a table.
 
-The Spark work lives in `pipelines.ops.reprocess`. Both jobs run in-process (one JVM), hold the table pool like every
-asset that writes tables, and report what they rewrote as materializations of the affected assets.
+The Spark work lives in `pipelines.ops.repair` and `pipelines.ops.full_refresh`. Both jobs run in-process (one
+JVM), hold the table pool like every asset that writes tables, and report what they rewrote as materializations
+of the affected assets.
 """
 
 # No `from __future__ import annotations` here: Dagster reads the ops' config annotations at definition time.
@@ -23,7 +24,7 @@ from orchestration.assets import RETRY_POLICY, TABLE_POOL, asset_key, no_retry_f
 from orchestration.metadata import range_metadata, report_metadata
 from orchestration.resources import SparkResource
 from pipelines.ops.full_refresh import check_confirmation, full_refresh
-from pipelines.ops.reprocess import reprocess
+from pipelines.ops.repair import reprocess_downstream
 from pipelines.spec.registry import Registry
 
 REPROCESS_JOB = "tributary_reprocess"
@@ -53,26 +54,26 @@ def _day(value: str, field: str) -> date:
 
 
 def build_reprocess_job(registry: Registry) -> JobDefinition:
-    """A job that reprocesses a date range of one streaming table (see `pipelines.ops.reprocess.reprocess`)."""
+    """A job that reprocesses a date range of one streaming table and carries it downstream (`pipelines.ops.repair`)."""
 
     @op(name="reprocess_range", pool=TABLE_POOL, retry_policy=RETRY_POLICY)
     def _reprocess(context: OpExecutionContext, config: ReprocessConfig, spark: SparkResource) -> None:
         try:
             start, end = _day(config.start, "start"), _day(config.end, "end")
-            report = reprocess(spark.session(), spark.settings(), registry, config.table, start, end)
+            repair = reprocess_downstream(spark.session(), spark.settings(), registry, config.table, start, end)
         except TributaryError as exc:
             raise no_retry_failure(exc) from exc
-        context.log.info(
-            f"{config.table}: {start}..{end} replaced ({report.rows_before} → {report.rows_after} rows); downstream "
-            "streams skip this rewrite: backfill the gold partitions of these days to carry it further"
-        )
-        context.log_event(AssetMaterialization(asset_key=asset_key(config.table), metadata=range_metadata(report)))
+        for line in repair.lines():
+            context.log.info(line)
+        for report in repair.reports:
+            context.log_event(AssetMaterialization(asset_key=asset_key(report.table), metadata=range_metadata(report)))
 
     @job(
         name=REPROCESS_JOB,
         executor_def=in_process_executor,
         description="Re-derive a date range of a bronze or silver table from its input and replace it in one "
-        "commit; the streaming checkpoint is left alone, so the next incremental run adds nothing twice.",
+        "commit, then recompute the same days of every day-partitioned table downstream; the streaming checkpoint "
+        "is left alone, so the next incremental run adds nothing twice.",
     )
     def _job():
         _reprocess()

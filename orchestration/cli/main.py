@@ -272,6 +272,10 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, Handler]]:
 
     register_validate(sub, handlers)  # validate
 
+    from orchestration.cli.repair import register as register_repair
+
+    register_repair(sub, handlers)  # reprocess, refresh
+
     from orchestration.cli.cluster import register as register_cluster
 
     register_cluster(sub, handlers)  # cluster up, cluster down, cluster status

@@ -32,6 +32,18 @@ from pipelines.write.ranges import (
 from pipelines.write.sinks import RecomputeMergeSink
 
 
+def backfillable_day_column(spec: TableSpec) -> str | None:
+    """The date column whose days a backfill can replace in `spec`'s table (a day-partitioned table that recomputes
+    by key), else None."""
+    if not spec.sink.recomputes_by_key:
+        return None
+    try:
+        column = day_column(spec.output)
+    except ConfigError:
+        return None
+    return column if isinstance(spec.output.schema[column].dataType, DateType) else None
+
+
 def backfill_days(spark: SparkSession, settings: Settings, spec: TableSpec, start: date, end: date) -> RangeReport:
     """Recompute the days start..end of a day-partitioned recompute-and-merge table and replace exactly those days."""
     with table_lock(settings, spec.name, settings.lock_wait_seconds):
