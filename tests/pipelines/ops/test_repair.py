@@ -5,8 +5,11 @@ from __future__ import annotations
 from datetime import date
 
 import pytest
+from dagster import DagsterInstance
 
 from orchestration.cli.main import main
+from orchestration.reprocess import build_reprocess_job
+from orchestration.resources import SparkResource
 from pipelines.datasets import default_registry
 from pipelines.datasets.ecommerce.sample_data import generate
 from pipelines.ops.repair import reprocess_downstream
@@ -55,6 +58,20 @@ def test_reprocessed_silver_day_reaches_gold_equal_to_a_build_without_the_remove
     assert got == expected  # equal to a from-scratch computation without the removed orders
     assert {k: v for k, v in got.items() if k[0] != D2} == {k: v for k, v in before.items() if k[0] != D2}
     assert got != before
+
+    # The Dagster job runs the same repair and records each table it rewrote.
+    job = build_reprocess_job(default_registry())
+    config = {
+        "ops": {"reprocess_range": {"config": {"table": "silver.events", "start": "2026-11-02", "end": "2026-11-02"}}}
+    }
+    with DagsterInstance.ephemeral() as instance:
+        result = job.execute_in_process(
+            run_config=config,
+            instance=instance,
+            resources={"spark": SparkResource(home=str(s.home), catalog_name=s.catalog_name)},
+        )
+    assert [".".join(e.asset_key.path) for e in result.get_asset_materialization_events()] == ["silver.events", GOLD]
+    assert _gold(spark, s) == expected
 
 
 def test_refresh_and_reprocess_commands_refuse_before_spark(tmp_path, capsys):
