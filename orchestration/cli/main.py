@@ -272,6 +272,10 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, Handler]]:
 
     register_validate(sub, handlers)  # validate
 
+    from orchestration.cli.tables import register as register_tables
+
+    register_tables(sub, handlers)  # tables
+
     from orchestration.cli.repair import register as register_repair
 
     register_repair(sub, handlers)  # reprocess, refresh

@@ -54,6 +54,14 @@ class Source:
         """Whether the source moves what it read out of its landing folder after each run."""
         return False
 
+    def describe(self) -> str:
+        """What the source reads, in a few words (`tributary tables`): a table, a landing folder, or its kind."""
+        if table := self.read_table():
+            return table
+        if folder := self.landing_folder_name():
+            return f"{self.label} {folder}/"
+        return self.label
+
 
 @dataclass(frozen=True)
 class FileSource(Source):
@@ -129,6 +137,10 @@ class KafkaSource(Source):
     ingests: ClassVar[bool] = True
     lands: ClassVar[bool] = True
     label: ClassVar[str] = "Kafka"
+
+    def describe(self) -> str:
+        """`Kafka <topics or pattern>`."""
+        return f"Kafka {self.dataset}"
 
     @property
     def dataset(self) -> str:

@@ -18,6 +18,8 @@ Reprocess = Literal["reread_files", "revalidate"]
 class Sink:
     """Base of every write strategy: writes one micro-batch to the spec's tables."""
 
+    # What the strategy is called where tables are listed (`tributary tables`).
+    label: ClassVar[str] = "custom"
     # Output modes the strategy can write (`pipelines.spec.modes`).
     output_modes: ClassVar[tuple[str, ...]] = ("append",)
     # How a range of days is reprocessed (`pipelines.ops.reprocess`); None: it cannot be.

@@ -28,6 +28,8 @@ class UpsertSink(Sink):
     the newest row per key, so out-of-order deliveries cannot roll a key back.
     """
 
+    label: ClassVar[str] = "upsert"
+
     keys: tuple[str, ...]
     version_column: str | None = None
     output_modes: ClassVar[tuple[str, ...]] = ("append", "update")
@@ -59,6 +61,8 @@ class UpsertSink(Sink):
 class OverwriteSink(Sink):
     """Replace the whole table with each batch: the sink for complete mode, which re-emits the full result."""
 
+    label: ClassVar[str] = "overwrite"
+
     output_modes: ClassVar[tuple[str, ...]] = ("complete",)
 
     def write(self, ctx: BatchContext, df: DataFrame) -> None:
@@ -83,6 +87,8 @@ class CdcSink(Sink):
     history plus its own changes, deduplicated by (key, sequence): changes may arrive in any order and any
     number of times, and the tables only depend on the set of distinct changes seen.
     """
+
+    label: ClassVar[str] = "cdc"
 
     history_table: str
     key: str

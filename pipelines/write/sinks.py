@@ -99,6 +99,8 @@ def run_without_output(df: DataFrame) -> None:
 class AppendSink(Sink):
     """Append every row; optionally stamp the batch id into a column."""
 
+    label: ClassVar[str] = "append"
+
     reprocess_by: ClassVar[Reprocess | None] = "reread_files"
 
     batch_id_column: str | None = None
@@ -122,6 +124,8 @@ class ValidateDedupeSink(Sink):
     the later copy's event time or other values. Every batch checks its keys against all stored keys (no state
     to expire, so a copy arriving a year later is still a duplicate).
     """
+
+    label: ClassVar[str] = "validate + dedupe"
 
     reprocess_by: ClassVar[Reprocess | None] = "revalidate"
     quarantines: ClassVar[bool] = True
@@ -245,6 +249,8 @@ class RecomputeMergeSink(Sink):
     `affected` maps the batch to the distinct partition keys it touches; `recompute` builds the complete
     target rows for those keys from the upstream table.
     """
+
+    label: ClassVar[str] = "recompute by key"
 
     recomputes_by_key: ClassVar[bool] = True
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -100,6 +101,18 @@ def test_demo_twice_adds_nothing(tmp_path, table_format):
 
     _analyst_queries_answer(Settings.from_env(home=tmp_path / "home"), table_format)
 
+    # `tributary tables` reads the same numbers from metadata alone (no Java reachable), every table listed.
+    no_java = {**env, "JAVA_HOME": str(tmp_path / "no-java"), "PATH": str(Path(sys.executable).parent)}
+    listed = subprocess.run([TRIBUTARY, "tables", "--format", "json"], env=no_java, capture_output=True, text=True)
+    assert listed.returncode == 0, listed.stderr[-2000:]
+    described = {row["table"]: row for row in json.loads(listed.stdout)}
+    assert set(described) == set(rows)
+    assert {name: str(row["rows"] or 0) for name, row in described.items()} == {n: c[-1] for n, c in rows.items()}
+    assert described["silver.events"]["write"] == "validate + dedupe"
+    assert described["silver.events"]["reads"] == "bronze.events"
+    assert described["silver.events_quarantine"]["write"] == "with silver.events"
+    assert described["gold.daily_revenue"]["age"] != "never run"
+
     second = subprocess.run(args, env=env, capture_output=True, text=True, timeout=600)
     assert second.returncode == 0, second.stderr[-3000:]
     assert "already has files: not generating more" in second.stdout
@@ -112,7 +125,6 @@ def test_demo_twice_adds_nothing(tmp_path, table_format):
 
     # Nothing new: `tributary run` decides that from files and metadata alone and never starts a JVM (with no
     # Java reachable it would fail).
-    no_java = {**env, "JAVA_HOME": str(tmp_path / "no-java"), "PATH": str(Path(sys.executable).parent)}
     noop = subprocess.run([TRIBUTARY, "run"], env=no_java, capture_output=True, text=True, timeout=120)
     assert noop.returncode == 0, noop.stdout[-2000:] + noop.stderr[-2000:]
     idle = _table_rows(noop.stdout)

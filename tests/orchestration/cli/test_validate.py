@@ -3,6 +3,7 @@ the file and line, exit 1, no traceback, and nothing written (the home is not ev
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -99,6 +100,22 @@ def test_validate_names_every_problem_and_writes_nothing(tmp_path):
     assert done.returncode == 0, done.stdout + done.stderr
     assert done.stdout.splitlines()[-1] == "ok: 3 tables planned, 0 problems", done.stdout
     assert not (tmp_path / "home").exists()
+
+    # The project is the user's: `tributary tables` lists its tables only, none of the demo's.
+    listed = subprocess.run(
+        [str(BIN / "tributary"), "tables", "--format", "json"], capture_output=True, text=True, env=_env(tmp_path)
+    )
+    assert listed.returncode == 0, listed.stderr
+    rows = {row["table"]: row for row in json.loads(listed.stdout)}
+    assert set(rows) == {
+        "bronze.orders",
+        "bronze.orders_files",
+        "silver.orders",
+        "silver.orders_quarantine",
+        "gold.totals",
+    }
+    assert rows["bronze.orders"]["reads"] == "landed files orders/"
+    assert rows["gold.totals"]["write"] == "recompute by key" and rows["gold.totals"]["age"] == "never run"
 
 
 def test_dagster_definitions_show_the_same_lines_without_our_stack(tmp_path):
