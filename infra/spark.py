@@ -223,11 +223,7 @@ def get_spark(settings: Settings) -> SparkSession:
             known = _active.catalogs.get(settings.catalog_name)
             if alive and _active.engine == _engine(settings) and known in (None, catalog):
                 if known is None:
-                    pyiceberg_catalog(settings)
-                    for key, value in catalog.items():
-                        if key != "spark.sql.defaultCatalog":
-                            _active.session.conf.set(key, value)
-                    _active.catalogs[settings.catalog_name] = catalog
+                    _register_catalog(_active, settings, catalog)
                 return _active.session
             _active.session.stop()
             _active = None
@@ -343,8 +339,21 @@ def running_session(session: Session) -> SparkSession | None:
     return session if isinstance(session, SparkSession) else None
 
 
+def _register_catalog(active: _Active, settings: Settings, catalog: dict[str, str]) -> None:
+    """Make the home's catalog known to the running session under its name (not as the default catalog)."""
+    pyiceberg_catalog(settings)
+    for key, value in catalog.items():
+        if key != "spark.sql.defaultCatalog":
+            active.session.conf.set(key, value)
+    active.catalogs[settings.catalog_name] = catalog
+
+
 def started_session(session: Session, settings: Settings) -> SparkSession:
-    """The session `session` stands for, started now if need be."""
+    """The session `session` stands for, started now if need be. A running session of this process is given the
+    home's catalog if it does not know it yet, so a table's name never resolves in another home's catalog."""
     if isinstance(session, SparkSession):
+        with _lock:
+            if _active is not None and _active.session is session and settings.catalog_name not in _active.catalogs:
+                _register_catalog(_active, settings, spark_catalog_conf(settings))
         return session
     return session() if session is not None else get_spark(settings)

@@ -34,12 +34,15 @@ from orchestration.partitions import daily_partitions, partition_days
 from orchestration.resources import SparkResource
 from pipelines.io.partition_grain import described
 from pipelines.ops.backfill import backfill_days, backfillable_day_column
+from pipelines.run.run_log import run_context
 from pipelines.run.runner import run_table
 from pipelines.spec.registry import Registry
 from pipelines.spec.tables import TableSpec
 from pipelines.write.ranges import changed_days
 
 KINDS = {"spark", "iceberg"}
+# The run tag naming what launched a run (a sensor's name); runs without it are logged as triggered by `dagster`.
+TRIGGER_TAG = "tributary/trigger"
 # One pool for everything that writes tables or checkpoints: at most one such run at a time (infra/dagster.yaml).
 TABLE_POOL = "tributary_tables"
 # Transient errors (a JVM that did not come up, a busy catalog) are retried after 10 s, then 30 s (exponential
@@ -96,6 +99,7 @@ def build_table_asset(spec: TableSpec, partitions: DailyPartitionsDefinition | N
     def _asset(context: AssetExecutionContext, spark: SparkResource) -> Iterator[MaterializeResult]:
         settings = spark.settings()
         started = datetime.now(UTC)
+        trigger = context.run.tags.get(TRIGGER_TAG, "dagster")
         try:
             # A single-day run has a partition key; a single-run backfill of several days has a key range.
             if partitioned and (context.has_partition_key or context.has_partition_key_range):
@@ -103,7 +107,8 @@ def build_table_asset(spec: TableSpec, partitions: DailyPartitionsDefinition | N
                 backfill = backfill_days(spark.session(), settings, spec, start, end)
             else:
                 backfill = None
-                report = run_table(spark.session, settings, spec)  # the session starts only if there is work
+                with run_context(context.run_id, trigger):  # logged in ops.run_log under Dagster's run id
+                    report = run_table(spark.session, settings, spec)  # the session starts only if there is work
         except TributaryError as exc:
             raise no_retry_failure(exc) from exc
         if backfill is not None:

@@ -17,6 +17,7 @@ from orchestration.maintenance import (
 )
 from orchestration.reprocess import build_full_refresh_job, build_reprocess_job
 from orchestration.resources import SparkResource
+from orchestration.run_log_sensor import build_run_log_sensor
 from orchestration.schedules import build_pipeline_schedule
 from orchestration.sensors import build_landing_sensor, build_run_failure_sensor
 from pipelines.datasets import default_registry
@@ -44,6 +45,7 @@ def build_definitions() -> Definitions:
             build_compaction_sensor(registry),
             build_landing_sensor(registry, pipeline_job, settings),
             build_run_failure_sensor(settings),
+            build_run_log_sensor(settings),
             *filter(None, [build_kafka_lag_sensor(registry, pipeline_job, settings)]),
         ],
         # Runs launched from the UI, backfills included, share one process and one SparkSession too.

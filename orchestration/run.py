@@ -11,6 +11,7 @@ from dagster import AssetCheckSeverity, DagsterInstance
 from infra.deploy import instance_yaml, is_ours
 from infra.errors import PipelineError
 from infra.settings import Settings
+from pipelines.run.run_log import fold_or_leave
 
 
 def dagster_home(settings: Settings) -> Path:
@@ -42,6 +43,7 @@ def materialize_pipeline(settings: Settings) -> dict[str, dict[str, Any]]:
             raise_on_error=False,
             run_config={"loggers": {"console": {"config": {"log_level": "WARNING"}}}},
         )
+    fold_or_leave(settings)  # the runs' rows, failed ones included, are in ops.run_log when the demo ends
     if not result.success:
         errors = [e.message for e in result.all_events if e.is_failure and e.message]
         # A blocking check stops the run with a generic step failure; its own description names the fix.

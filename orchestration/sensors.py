@@ -27,14 +27,13 @@ from dagster import (
 )
 
 from infra.settings import Settings
-from orchestration.assets import asset_key
+from orchestration.assets import TRIGGER_TAG, asset_key
 from orchestration.resources import SparkResource
 from pipelines.io.landing import landed_paths, landing_folder
 from pipelines.spec.registry import Registry
 
 LANDING_SENSOR = "tributary_landing_sensor"
 FAILURE_SENSOR = "tributary_run_failure_alert"
-TRIGGER_TAG = "tributary/trigger"
 ERROR_TAG = "tributary/error"
 FAILED_STEP_TAG = "tributary/failed_step"
 # How long names stay in the cursor after they arrive. A file counts as arrived when it was last written or renamed

@@ -6,6 +6,7 @@ from collections.abc import Iterable
 
 from infra.settings import Settings
 from infra.spark import Session
+from pipelines.run import run_log
 from pipelines.run.runner import run_table
 from pipelines.sources.report import RunReport
 from pipelines.spec.registry import Registry
@@ -51,12 +52,25 @@ def run_pipeline(
     tables: Iterable[str] | None = None,
     *,
     include_upstream: bool = False,
+    trigger: str = "cli",
 ) -> list[RunReport]:
     """Run the named tables (default: all) upstream first; stop at the first failure.
 
     With `include_upstream`, the tables they read (transitively, see `with_upstream`) run first, each once.
     Unless `spark` is a running session, it starts with the first table that has something to do (`run_table`).
+    Each table's run is logged under one run id (`pipelines.run.run_log`); the rows are committed to
+    `ops.run_log` at the end unless every table had nothing to do (then they wait for the next fold, and a
+    no-op run commits nothing).
     """
-    return [
-        run_table(spark, settings, spec) for spec in select_specs(registry, tables, include_upstream=include_upstream)
-    ]
+    specs = select_specs(registry, tables, include_upstream=include_upstream)
+    reports: list[RunReport] = []
+    failed = True
+    try:
+        with run_log.run_context(trigger=trigger):
+            for spec in specs:
+                reports.append(run_table(spark, settings, spec))
+        failed = False
+    finally:
+        if failed or not all(r.skipped for r in reports):
+            run_log.fold_or_leave(settings)
+    return reports

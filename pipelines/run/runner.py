@@ -10,6 +10,7 @@ from __future__ import annotations
 import time
 from contextlib import ExitStack
 from dataclasses import replace
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from pyspark.sql import functions as F
@@ -20,6 +21,7 @@ from infra.settings import Settings
 from infra.spark import Session
 from infra.stopwatch import Stopwatch
 from pipelines.io.formats import table_format
+from pipelines.run import run_log
 from pipelines.run.locks import table_lock
 from pipelines.sources.base import Run, SourceKind
 from pipelines.sources.kinds import kind_of, lineage_of
@@ -48,12 +50,18 @@ def run_table(spark: Session, settings: Settings, spec: TableSpec) -> RunReport:
     """
     clock = Stopwatch()
     started = time.perf_counter()
+    started_at = datetime.now(UTC)
     settings.require_platform_writable()  # before the lock file is created under the checkpoints folder
-    with ExitStack() as held:
-        with clock.stage("lock"):
-            held.enter_context(table_lock(settings, spec.name, settings.lock_wait_seconds))
-        report = _run_locked(spark, settings, spec, clock, started)
+    try:
+        with ExitStack() as held:
+            with clock.stage("lock"):
+                held.enter_context(table_lock(settings, spec.name, settings.lock_wait_seconds))
+            report = _run_locked(spark, settings, spec, clock, started)
+    except Exception as exc:
+        run_log.record(settings, spec.name, started_at, error=exc)
+        raise
     report.stages = clock.rounded()
+    run_log.record(settings, spec.name, started_at, report)
     return report
 
 
