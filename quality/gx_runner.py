@@ -21,7 +21,7 @@ from infra.spark import Session, running_session, started_session
 from pipelines.io.formats import table_format
 from pipelines.spec.expectations import GX_KINDS, Expectation
 from pipelines.spec.tables import TableSpec
-from quality.inputs import carried_over, digest, snapshot_version, snapshot_versions
+from quality.inputs import carried_over, digest, oldest_allowed, snapshot_version, snapshot_versions
 from quality.results import MAX_SAMPLES, CheckResult, Outcome, plain
 
 if TYPE_CHECKING:
@@ -105,10 +105,9 @@ def _to_gx(
         return [gxe.ExpectTableRowCountToBeBetween(min_value=low, max_value=high)], notes
     if exp.kind == "fresh":
         assert exp.within is not None
-        # Spark returns timestamps as naive local datetimes; compare like with like.
-        oldest_allowed = datetime.now(UTC).astimezone().replace(tzinfo=None) - exp.within
-        notes.append(f"newest {exp.column} must be at or after {oldest_allowed.isoformat(timespec='seconds')}")
-        return [gxe.ExpectColumnMaxToBeBetween(column=exp.column, min_value=oldest_allowed)], notes
+        oldest = oldest_allowed(exp.within)
+        notes.append(f"newest {exp.column} must be at or after {oldest.isoformat(timespec='seconds')}")
+        return [gxe.ExpectColumnMaxToBeBetween(column=exp.column, min_value=oldest)], notes
     if exp.kind == "schema":
         fields = spec.output.schema.fields
         gx_list: list[Any] = [gxe.ExpectTableColumnsToMatchOrderedList(column_list=[f.name for f in fields])]
@@ -218,7 +217,7 @@ def validate_table(
         for table in (spec.name, *upstreams):
             require_table(running, settings, table)
         inputs = {"suite": digest(expectations), **snapshot_versions(running, settings, [spec.name, *upstreams])}
-        clock_dependent = frozenset(e.label for e in expectations if e.kind == "fresh")
+        clock_dependent = {e.label: e.within for e in expectations if e.kind == "fresh" and e.within is not None}
         severities = {e.severity for e in expectations}
         carried = {s: carried_over(settings, spec.name, CHECK_NAMES[s], inputs, clock_dependent) for s in severities}
         if all(carried.values()):

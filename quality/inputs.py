@@ -8,8 +8,9 @@ listings), so a no-op run of the pipeline re-reads these versions instead of re-
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Mapping
 from dataclasses import replace
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from types import CodeType
 from typing import TYPE_CHECKING
@@ -89,17 +90,39 @@ def read_files_version(settings: Settings, table: str, flow: str = MAIN_FLOW) ->
     return {key: digest(sorted(committed_files(flow_checkpoint(settings, table, flow))))}
 
 
+def oldest_allowed(within: timedelta) -> datetime:
+    """The oldest newest-value a freshness expectation accepts now, as Spark returns timestamps: naive local."""
+    return datetime.now(UTC).astimezone().replace(tzinfo=None) - within
+
+
+def _still_fresh(observed: str | None, within: timedelta) -> bool:
+    """Whether a freshness outcome that passed with newest value `observed` would pass again now."""
+    try:
+        newest = datetime.fromisoformat((observed or "").split(" ", 1)[0])
+    except ValueError:
+        return False
+    return newest.replace(tzinfo=None) >= oldest_allowed(within)
+
+
 def carried_over(
-    settings: Settings, table: str, check: str, inputs: dict[str, str], clock_dependent: frozenset[str] = frozenset()
+    settings: Settings,
+    table: str,
+    check: str,
+    inputs: dict[str, str],
+    clock_dependent: Mapping[str, timedelta] | None = None,
 ) -> CheckResult | None:
     """The latest result of `check` on `table` when it read exactly `inputs`, noted as carried over; else None.
 
-    `clock_dependent` names outcomes that also depend on the time (freshness): a result where one of them passed
-    is not carried over, since time alone can fail it; a failed one stays failed while the table is unchanged.
+    `clock_dependent` names the outcomes that also depend on the time (freshness) with their allowed age. While
+    the inputs are unchanged, the newest value is too: a passed one is carried over until that value grows older
+    than its allowed age, and then checked again (and fails); a failed one stays failed.
     """
+    clock_dependent = clock_dependent or {}
     result = latest_result(settings, table, check)
     if result is None or not result.inputs or result.inputs != inputs:
         return None
-    if any(o.success and o.name in clock_dependent for o in result.outcomes):
-        return None
+    for outcome in result.outcomes:
+        within = clock_dependent.get(outcome.name)
+        if outcome.success and within is not None and not _still_fresh(outcome.observed, within):
+            return None
     return replace(result, carried_over_at=datetime.now(UTC).isoformat(timespec="seconds"))

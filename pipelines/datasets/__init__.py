@@ -4,6 +4,7 @@ that setting is empty, a package each under this folder, found automatically (th
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from infra.kafka import KafkaSettings
@@ -45,7 +46,9 @@ def land_events(landing: Path, rows: int, files: int, seed: int, days: int | Non
 def land_demo(landing: Path, rows: int, files: int, seed: int) -> list[str]:
     """Land both demo datasets once (a landing folder that already has files is left alone): lines to print.
 
-    The clickstream gets a fifth of `rows` as impressions, in at most four files per folder.
+    The events cover the three days before today (UTC), so the freshness check of `silver.events` passes on
+    the day the demo lands them. The clickstream gets a fifth of `rows` as impressions, in at most four files per
+    folder.
     """
     from pipelines.datasets.clickstream.sample_data import LANDING_FOLDERS, generate_clickstream
     from pipelines.datasets.ecommerce.sample_data import generate
@@ -53,7 +56,8 @@ def land_demo(landing: Path, rows: int, files: int, seed: int) -> list[str]:
     lines = []
     events = landing / "events"
     if not events.is_dir() or not any(events.glob("*.json")):
-        report = generate(landing, rows=rows, files=files, seed=seed, progress=True)
+        today = datetime.now(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+        report = generate(landing, rows=rows, files=files, seed=seed, start=today - timedelta(days=3), progress=True)
         lines.append(f"generated {report.lines} events in {len(report.files)} files under {events}")
     else:
         lines.append(f"landing zone {events} already has files: not generating more")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from dagster import (
@@ -209,22 +210,29 @@ def test_reconciliation_and_suites_catch_rows_changed_behind_the_pipeline(spark,
     assert doubled_gold.outcomes[0].unexpected_count == eur_keys + 1
 
 
-def test_a_result_is_carried_over_only_for_the_same_inputs_and_never_a_passed_freshness(tmp_path):
+def test_a_result_is_carried_over_only_for_the_same_inputs_and_a_passed_freshness_while_it_holds(tmp_path):
     s = make_settings(tmp_path)
     fresh, rows = "newest event_time within 1 day", "row count at least 1"
+    clock = {fresh: timedelta(days=1)}
     inputs = {"suite": "a", "snapshot:silver.events": "7"}
 
-    def saved(fresh_ok: bool) -> None:
-        outcomes = [Outcome(rows, "warn", True), Outcome(fresh, "warn", fresh_ok)]
+    def saved(fresh_ok: bool, newest: datetime | None = None) -> None:
+        observed = f"{newest.isoformat()} (newest event_time must be at or after ...)" if newest else None
+        outcomes = [Outcome(rows, "warn", True), Outcome(fresh, "warn", fresh_ok, observed=observed)]
         save_result(s, CheckResult("silver.events", "expectations_warn", "warn", "t0", 1.5, outcomes, inputs=inputs))
 
     saved(fresh_ok=False)
-    carried = carried_over(s, "silver.events", "expectations_warn", dict(inputs), frozenset({fresh}))
+    carried = carried_over(s, "silver.events", "expectations_warn", dict(inputs), clock)
     assert carried is not None and carried.carried_over_at and carried.checked_at == "t0" and carried.seconds == 1.5
     assert carried_over(s, "silver.events", "expectations_warn", {**inputs, "snapshot:silver.events": "8"}) is None
     assert carried_over(s, "silver.events", "expectations", inputs) is None  # never checked
-    saved(fresh_ok=True)  # time alone can fail it now
-    assert carried_over(s, "silver.events", "expectations_warn", dict(inputs), frozenset({fresh})) is None
+    now = datetime.now(UTC).astimezone().replace(tzinfo=None)  # as Spark returns timestamps: naive local
+    saved(fresh_ok=True, newest=now - timedelta(hours=2))  # the same newest value passes for 22 more hours
+    assert carried_over(s, "silver.events", "expectations_warn", dict(inputs), clock) is not None
+    saved(fresh_ok=True, newest=now - timedelta(days=1, minutes=1))  # time alone has failed it since
+    assert carried_over(s, "silver.events", "expectations_warn", dict(inputs), clock) is None
+    saved(fresh_ok=True)  # no newest value on record: checked again
+    assert carried_over(s, "silver.events", "expectations_warn", dict(inputs), clock) is None
     assert carried_over(s, "silver.events", "expectations_warn", dict(inputs)) is not None
 
 

@@ -19,7 +19,6 @@ from __future__ import annotations
 import dataclasses
 import os
 import signal
-import subprocess
 import sys
 from pathlib import Path
 
@@ -30,7 +29,7 @@ from pipelines.io.formats import table_format
 from pipelines.run import runner
 from pipelines.sources import stream_query
 from tests.support.crash_registry import crash_registry
-from tests.support.repo import REPO
+from tests.support.killed_child import run_killed_child
 
 POINTS = ("before", "between", "after", "committed", "emit")
 _state = {"in_batch": False, "commits": 0, "kill_after_commits": 1}
@@ -56,33 +55,13 @@ def _counting(commit):
 
 def kill_in_child(settings: Settings, target: str, batch: int, point: str) -> None:
     """Run `target` in a child process that must be SIGKILLed at (batch, point); fail the test if it is not."""
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "tests.support.crash_child",
-            str(settings.home),
-            settings.catalog_name,
-            target,
-            str(batch),
-            point,
-        ],
-        cwd=REPO,
-        env={
-            **os.environ,
-            "TRIBUTARY_HOME": str(settings.home),
-            "TRIBUTARY_TABLE_FORMAT": settings.table_format,
-            **({"TRIBUTARY_WAREHOUSE": settings.warehouse_url} if settings.warehouse_url else {}),
-            **(settings.object_store.environment() if settings.warehouse_url else {}),
-        },
-        start_new_session=True,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert proc.returncode == -9, (
-        f"child was not killed at {point} of batch {batch}: rc={proc.returncode}\n" + (proc.stderr[-3000:])
-    )
+    env = {
+        "TRIBUTARY_TABLE_FORMAT": settings.table_format,
+        **({"TRIBUTARY_WAREHOUSE": settings.warehouse_url} if settings.warehouse_url else {}),
+        **(settings.object_store.environment() if settings.warehouse_url else {}),
+    }
+    arguments = (str(settings.home), settings.catalog_name, target, str(batch), point)
+    run_killed_child(settings, "tests.support.crash_child", *arguments, env=env)
 
 
 def main() -> None:

@@ -33,6 +33,7 @@ from tests.support.kafka_registry import (
     produce,
     produce_orders,
 )
+from tests.support.killed_child import run_killed_child
 from tests.support.repo import REPO
 
 _topics = itertools.count()
@@ -117,16 +118,7 @@ def test_a_run_killed_mid_read_or_after_a_commit_then_rerun_lands_each_offset_on
     topic = _topic(broker)
     produce_orders(broker.bootstrap, topic, 0, 1200)
     arguments = [str(settings.home), settings.catalog_name, broker.bootstrap, topic, "300", str(commit), point]
-    child = subprocess.run(
-        [sys.executable, "-m", "tests.support.kafka_child", *arguments],
-        cwd=REPO,
-        env={**os.environ, "TRIBUTARY_HOME": str(settings.home)},
-        start_new_session=True,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert child.returncode == -9, child.stderr[-3000:]
+    run_killed_child(settings, "tests.support.kafka_child", *arguments)
     fmt = table_format(settings)
     kept = fmt.stats(spark, "bronze.orders").rows
     assert kept == 300 * (commit - 1 if point == "before" else commit)  # what committed before the kill, only
@@ -386,16 +378,7 @@ def test_a_run_of_several_flows_killed_between_or_inside_them_lands_each_row_onc
     settings = _with(fresh_settings, broker)
     package, _ = _mixed_home(tmp_path, settings, broker)
     arguments = [settings.catalog_name, broker.bootstrap, str(tmp_path / "packages"), package, "bronze.orders"]
-    child = subprocess.run(
-        [sys.executable, "-m", "tests.support.flow_child", str(settings.home), *arguments, str(commit)],
-        cwd=REPO,
-        env={**os.environ, "TRIBUTARY_HOME": str(settings.home)},
-        start_new_session=True,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert child.returncode == -9, child.stderr[-3000:]
+    run_killed_child(settings, "tests.support.flow_child", str(settings.home), *arguments, str(commit))
     registry = load_registry([package])
     report = run_pipeline(spark, settings, registry, ["bronze.orders"])[0]
     assert _order_ids(spark, settings) == EXPECTED_IDS
