@@ -83,6 +83,7 @@ def _generate(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _run(args: argparse.Namespace, settings: Settings) -> int:
+    from orchestration.cli.progress import shown
     from orchestration.cli.summary import format_numbers, report_lines
     from pipelines.datasets import default_registry
     from pipelines.run.pipeline import run_pipeline
@@ -91,7 +92,8 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
     registry = default_registry()
     tables = args.tables or None
     # No session yet: Spark starts with the first table that has something to do (a no-op run starts no JVM).
-    reports = run_pipeline(None, settings, registry, tables, include_upstream=args.with_upstream)
+    with shown():
+        reports = run_pipeline(None, settings, registry, tables, include_upstream=args.with_upstream)
     print(format_numbers(report_numbers(reports)))
     lines = report_lines(reports)
     if lines:
@@ -160,6 +162,7 @@ def _demo_object_store(settings: Settings, stack: ExitStack) -> Settings:
 
 def _demo(args: argparse.Namespace, settings: Settings) -> int:
     """Generate the sample landing zone (once) and materialize every asset through Dagster."""
+    from orchestration.cli.progress import shown
     from orchestration.cli.summary import format_numbers, numbers_lines
     from orchestration.run import materialize_pipeline
     from pipelines.datasets import land_demo
@@ -175,7 +178,8 @@ def _demo(args: argparse.Namespace, settings: Settings) -> int:
         if args.source == "kafka":
             settings = _demo_broker(settings, stack)
         started = time.perf_counter()
-        numbers = materialize_pipeline(settings)
+        with shown():
+            numbers = materialize_pipeline(settings)
     print(format_numbers(numbers))
     lines = numbers_lines(numbers)
     if lines:

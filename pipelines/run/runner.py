@@ -23,6 +23,7 @@ from infra.stopwatch import Stopwatch
 from pipelines.io.formats import table_format
 from pipelines.run import run_log
 from pipelines.run.locks import table_lock
+from pipelines.sources import progress
 from pipelines.sources.base import Run, SourceKind
 from pipelines.sources.kinds import kind_of, lineage_of
 from pipelines.sources.report import RunReport
@@ -52,6 +53,7 @@ def run_table(spark: Session, settings: Settings, spec: TableSpec) -> RunReport:
     started = time.perf_counter()
     started_at = datetime.now(UTC)
     settings.require_platform_writable()  # before the lock file is created under the checkpoints folder
+    progress.started(spec.name)
     try:
         with ExitStack() as held:
             with clock.stage("lock"):
@@ -59,9 +61,11 @@ def run_table(spark: Session, settings: Settings, spec: TableSpec) -> RunReport:
             report = _run_locked(spark, settings, spec, clock, started)
     except Exception as exc:
         run_log.record(settings, spec.name, started_at, error=exc)
+        progress.ended(spec.name, "failed", 0)
         raise
     report.stages = clock.rounded()
     run_log.record(settings, spec.name, started_at, report)
+    progress.ended(spec.name, "skipped" if report.skipped else "succeeded", report.rows_in)
     return report
 
 

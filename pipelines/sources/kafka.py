@@ -33,6 +33,7 @@ from pipelines.io.kafka_plan import (
 )
 from pipelines.io.kafka_read import UNKNOWN_FIELDS, UNREAD_OFFSET, parse_messages, read_messages
 from pipelines.io.landing_parse import KAFKA_LINEAGE, LANDED_LINEAGE
+from pipelines.sources import progress
 from pipelines.sources.base import Accounting, Run, SourceKind
 from pipelines.sources.files import LANDING_CHECKS
 from pipelines.sources.kafka_offsets import flow_key, of_topics, offsets_vs_bronze
@@ -154,6 +155,7 @@ class KafkaKind(SourceKind):
             report.rows_in += added
             run.metrics["kafka_offsets_read"] += sum(r.size for r in chunk)
             run.metrics[f"rows_written:{spec.name}"] += added
+            progress.progressed(spec.name, report.batches, report.rows_in)
 
     def after_run(self, run: Run, skipped: bool) -> None:
         """Mirror the offsets into the consumer group (when batches ran), then measure the lag left."""

@@ -20,7 +20,7 @@ from infra.errors import PipelineError, TributaryError, first_line
 from infra.settings import Settings
 from pipelines.io.checkpoints import mark_finished, pin_initial_offsets, plan_owed_no_data_batch
 from pipelines.io.landing_parse import CsvHeaders
-from pipelines.sources import file_health, streams
+from pipelines.sources import file_health, progress, streams
 from pipelines.sources.base import Run, SourceKind
 from pipelines.sources.report import fill_from_progress
 from pipelines.spec.modes import check_query_mode
@@ -122,7 +122,11 @@ class StreamedKind(SourceKind):
             raise PipelineError(f"table {spec.name}: could not start its stream: {first_line(exc)}") from exc
         try:
             with run.clock.stage("stream"):
-                query.awaitTermination()
+                copies = streams.source_copies(spec)
+                while not query.awaitTermination(1):  # a progress report about once a second
+                    done = query.recentProgress
+                    rows = sum(int(p.get("numInputRows", 0)) for p in done) // copies
+                    progress.progressed(spec.name, len(done), rows)
         except StreamingQueryException as exc:
             if _LANDED_DURING_START in str(exc):
                 raise file_health.LandedDuringStart(f"table {spec.name}: a file landed while the run started") from exc
