@@ -20,6 +20,7 @@ from datetime import date
 from pathlib import Path
 
 from infra.errors import ConfigError
+from infra.home_record import recorded_format
 from infra.kafka import KafkaSettings
 from infra.object_store import ObjectStore, refuse_bucket_format, refuse_object_url, warehouse_bucket
 from infra.profile import Deployment, loopback_master
@@ -198,7 +199,7 @@ class Settings:
             catalog_db=Path(_env("CATALOG_DB", str(root / "catalog.db"))).expanduser().resolve(),
             catalog_uri=_env("CATALOG_URI"),
             catalog_name=_env("CATALOG_NAME", "tributary"),
-            table_format=_env("TABLE_FORMAT", "iceberg"),
+            table_format=_env("TABLE_FORMAT") or recorded_format(root) or "iceberg",
             spark_master=_env("SPARK_MASTER", "local[*]"),
             shuffle_partitions=_positive_int("SHUFFLE_PARTITIONS", "4"),
             driver_memory=_env("DRIVER_MEMORY", "4g"),

@@ -17,6 +17,7 @@ from pyspark.sql import functions as F
 
 from infra.errors import PipelineError, TributaryError, first_line
 from infra.files import write_atomically
+from infra.home_record import catalog_identity, check_home
 from infra.settings import Settings
 from infra.spark import Session
 from infra.stopwatch import Stopwatch
@@ -53,6 +54,9 @@ def run_table(spark: Session, settings: Settings, spec: TableSpec) -> RunReport:
     started = time.perf_counter()
     started_at = datetime.now(UTC)
     settings.require_platform_writable()  # before the lock file is created under the checkpoints folder
+    check_home(
+        settings.home, settings.table_format, catalog_identity(settings.home, settings.catalog_uri, settings.catalog_db)
+    )
     progress.started(spec.name)
     try:
         with ExitStack() as held:
