@@ -78,9 +78,11 @@ def build_maintenance_asset(registry: Registry, table: str, policy: MaintenanceP
         f"orphan files removed after {policy.orphan_retention_days} days"
     )
 
+    written = {out.name for spec in registry for out in spec.outputs()}
+
     @asset(
         key=maintenance_key(table),
-        deps=[asset_key(table)],
+        deps=[asset_key(table)] if table in written else [],  # the run log is no asset: runs append to it
         group_name=MAINTENANCE_GROUP,
         kinds=KINDS,
         description=f"Compaction, manifest rewrite, snapshot expiry and orphan removal for {table} ({retention}).",

@@ -13,6 +13,7 @@ from infra.sql.query import run_query
 from orchestration.run_log_sensor import build_run_log_sensor
 from pipelines.datasets import default_registry
 from pipelines.datasets.ecommerce.sample_data import generate
+from pipelines.ops.maintenance.runner import run_maintenance
 from pipelines.run import run_log
 from pipelines.run.pipeline import run_pipeline
 from tests.support.helpers import table
@@ -68,3 +69,7 @@ def test_every_table_run_is_logged_once_failures_included(spark, format_settings
     tick = build_run_log_sensor(s).evaluate_tick(build_sensor_context())
     assert not tick.run_requests and "2 run rows committed" in tick.skip_message
     assert len(_log(s)) == 7 and not list(run_log.pending_dir(s).glob("*.json"))
+
+    # The maintenance assets keep it tidy like any table: its small appends are compacted, no row changes.
+    report = run_maintenance(spark, s, default_registry(), run_log.RUN_LOG)
+    assert not report.skipped and len(_log(s)) == 7
