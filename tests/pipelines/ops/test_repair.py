@@ -74,6 +74,27 @@ def test_reprocessed_silver_day_reaches_gold_equal_to_a_build_without_the_remove
     assert _gold(spark, s) == expected
 
 
+@pytest.mark.slow
+def test_a_corrected_landing_file_reaches_gold_through_a_bronze_reprocess(spark, fresh_settings):
+    s = fresh_settings
+    gen = generate(s.landing, rows=900, files=3, seed=4)
+    run_pipeline(spark, s, default_registry(), CHAIN)
+    # The producer corrects a file: its order lines are withdrawn (a silver reprocess alone would not see it).
+    fixed = gen.files[1]
+    lines = fixed.read_text().splitlines(keepends=True)
+    orders = [line for line in lines if '"event_type": "order"' in line or '"event_type":"order"' in line]
+    assert len(orders) >= 5
+    fixed.write_text("".join(line for line in lines if line not in orders))
+
+    today = date.today()
+    repair = reprocess_downstream(spark, s, default_registry(), "bronze.events", today, today)
+
+    done = [(r.table, r.operation) for r in repair.reports]
+    assert done == [("bronze.events", "reprocess"), ("silver.events", "reprocess"), (GOLD, "backfill")]
+    assert set(repair.not_carried) == {"gold.event_counts_5m"}
+    assert _gold(spark, s) == classify(load_landing(s.landing)).daily_revenue()  # as if built from the fixed files
+
+
 def test_refresh_and_reprocess_commands_refuse_before_spark(tmp_path, capsys):
     home = str(tmp_path / "home")
     assert main(["--home", home, "refresh", "silver.events"]) == 2
