@@ -12,9 +12,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from py4j.protocol import Py4JError, Py4JJavaError
-from pyspark.errors import PySparkException, PySparkRuntimeError
-from pyspark.errors.exceptions.captured import CapturedException
+from py4j.protocol import Py4JError
+from pyspark.errors import PySparkException
 from pyspark.sql import SparkSession
 
 from infra import class_archive
@@ -23,7 +22,8 @@ from infra.errors import ConfigError
 from infra.executors import executor_problem
 from infra.jars import DELTA_EXTENSION, ICEBERG_EXTENSION, spark_jars
 from infra.java import require_java
-from infra.settings import Settings, spark_conf_label
+from infra.settings import Settings
+from infra.spark_errors import start_failure
 
 _WORKER_WARNINGS = "ignore:The behavior of DataFrame concatenation with empty or all-NA entries:FutureWarning"
 _lock = threading.Lock()
@@ -105,43 +105,6 @@ def _launch_env(settings: Settings) -> Iterator[None]:
             os.environ.pop("SPARK_LOCAL_IP", None)
         else:
             os.environ["SPARK_LOCAL_IP"] = previous
-
-
-def _java_cause(exc: Exception) -> str:
-    """The message of the innermost Java exception behind `exc`, on one line."""
-    message = str(exc)
-    try:
-        if isinstance(exc, CapturedException):
-            while exc.cause is not None:
-                exc = exc.cause
-            message = exc.desc
-        elif isinstance(exc, Py4JJavaError):
-            throwable = exc.java_exception
-            while throwable.getCause() is not None:
-                throwable = throwable.getCause()
-            message = throwable.getMessage() or throwable.toString()
-    except Py4JError:  # the JVM is gone: keep Python's text
-        pass
-    return " ".join(message.split()).rstrip(".")
-
-
-def _start_failure(settings: Settings, exc: Exception) -> ConfigError:
-    """One line naming the setting Spark rejected at start-up (matched by key, then by value) and the fix."""
-    if isinstance(exc, PySparkRuntimeError) and exc.getErrorClass() == "JAVA_GATEWAY_EXITED":
-        cause = "its JVM exited at once (Spark's own message is above)"
-    else:
-        cause = _java_cause(exc)
-    sources = settings.spark_sources()
-    culprit = next((s for s in sources if s[0] in cause), None)
-    culprit = culprit or next((s for s in sources if len(s[2]) > 1 and s[2] in cause), None)
-    if culprit is not None:
-        _, label, value = culprit
-        return ConfigError(f"{label}={value!r} was rejected by Spark at start-up: {cause}; fix or remove it")
-    suspects = [s for s in sources if s[1] == spark_conf_label(s[0])] or [
-        s for s in sources if s[0] in ("spark.master", "spark.driver.memory")
-    ]
-    hint = ", ".join(f"{label}={value!r}" for _, label, value in suspects)
-    return ConfigError(f"Spark did not start: {cause}; check {hint}")
 
 
 DRIVER_JAVA_OPTIONS = "spark.driver.extraJavaOptions"
@@ -247,7 +210,7 @@ def get_spark(settings: Settings) -> SparkSession:
             # Builds the session state now, so Spark checks every spark.sql.* value at start-up, not mid-run.
             session.conf.get("spark.sql.session.timeZone")
         except (PySparkException, Py4JError) as exc:
-            error = _start_failure(settings, exc)
+            error = start_failure(settings, exc)
             if session is not None:
                 session.stop()
             raise error from None

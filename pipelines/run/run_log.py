@@ -177,15 +177,15 @@ def _arrow(rows: list[dict]) -> pa.Table:
 
 def _append_new(settings: Settings, rows: list[dict]) -> int:
     """Append the rows whose log_id the table does not hold yet, in one commit; how many were appended."""
-    from pipelines.io.formats import table_format
+    from infra.sql.delta_tables import delta_location
 
     ids = [row["log_id"] for row in rows]
-    if table_format(settings).format_of(RUN_LOG) == "delta":
+    folder = delta_location(settings, RUN_LOG)
+    # In the home's format, or the one it was created in; decided without asking Spark (which on a cluster would
+    # start an application just for this).
+    if (folder / "_delta_log").is_dir() or settings.table_format == "delta":
         from deltalake import DeltaTable, write_deltalake
 
-        from infra.sql.delta_tables import delta_location
-
-        folder = delta_location(settings, RUN_LOG)
         held: set[str] = set()
         if (folder / "_delta_log").is_dir():
             dataset = DeltaTable(str(folder)).to_pyarrow_dataset()

@@ -38,6 +38,8 @@ class RunReport:
     landing_warnings: list[str] = field(default_factory=list)
     # Per flow, when the table has several (`TableSpec.flows`): each flow's own report.
     flows: dict[str, RunReport] = field(default_factory=dict)
+    # Seconds per stage of the run (`pipelines.run.runner.run_table`); empty for a flow's own report.
+    stages: dict[str, float] = field(default_factory=dict)
 
     def file_problems(self) -> list[str]:
         """One line per rejected, empty or header-only landed file of this run, and per landing warning."""
