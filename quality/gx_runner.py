@@ -171,8 +171,9 @@ class _Validation:
         """Validate `expectations` (by index) as one GX suite named after the table and `part`; results by index.
 
         Part `data` asks GX for pass/fail only (BOOLEAN_ONLY skips the Spark jobs that collect samples, about half
-        of them). Part `details`, run on failed expectations only, asks for counts and samples, and turns
-        single-column unique keys into GX's per-row expectation, which can name the duplicates.
+        of them). Part `details`, run on failed expectations (and passed freshness ones, for their newest value),
+        asks for counts and samples, and turns single-column unique keys into GX's per-row expectation, which can
+        name the duplicates.
         """
         gx_expectations: list[Any] = []
         for index, exp in expectations.items():
@@ -256,8 +257,10 @@ def validate_table(
             batch = batch_definition.get_batch(batch_parameters={"dataframe": df})
             by_expectation.update(validation.run(batch, data, "data"))
             failed = {i: e for i, e in data.items() if not all(r.success for r in by_expectation[i])}
-            if failed:
-                by_expectation.update(validation.run(batch, failed, "details"))
+            # A passed freshness needs its newest value on record: the result is carried over while it holds.
+            fresh = {i: e for i, e in data.items() if e.kind == "fresh" and i not in failed}
+            if failed or fresh:
+                by_expectation.update(validation.run(batch, {**failed, **fresh}, "details"))
         finally:
             if owned:
                 df.unpersist()

@@ -98,7 +98,7 @@ def oldest_allowed(within: timedelta) -> datetime:
 def _still_fresh(observed: str | None, within: timedelta) -> bool:
     """Whether a freshness outcome that passed with newest value `observed` would pass again now."""
     try:
-        newest = datetime.fromisoformat((observed or "").split(" ", 1)[0])
+        newest = datetime.fromisoformat((observed or "").split(" (", 1)[0].strip())
     except ValueError:
         return False
     return newest.replace(tzinfo=None) >= oldest_allowed(within)
