@@ -8,9 +8,11 @@ the catalog; a later run against another one refuses, naming both. A home's reco
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import re
+from datetime import date
 from pathlib import Path
 
 from infra.errors import ConfigError
@@ -46,10 +48,7 @@ def check_home(home: Path, table_format: str, catalog: str) -> None:
     """Record a new home's format and catalog; refuse a home whose tables live in another catalog."""
     record = recorded(home)
     if not record:
-        home.mkdir(parents=True, exist_ok=True)
-        tmp = home / f".{RECORD}.{os.getpid()}.tmp"
-        tmp.write_text(json.dumps({"table_format": table_format, "catalog": catalog}, indent=2) + "\n")
-        os.replace(tmp, home / RECORD)
+        _update(home, {"table_format": table_format, "catalog": catalog}, only_new=True)
         return
     if record.get("catalog", catalog) != catalog:
         raise ConfigError(
@@ -57,3 +56,44 @@ def check_home(home: Path, table_format: str, catalog: str) -> None:
             f"is now {catalog} (TRIBUTARY_CATALOG_URI): its checkpoints would skip every file already read and write "
             "empty tables; use a new TRIBUTARY_HOME for this catalog, or unset TRIBUTARY_CATALOG_URI"
         )
+
+
+def move_home(home: Path, catalog: str) -> None:
+    """Record that the home's tables now live in `catalog` (after `tributary catalog migrate`)."""
+    _update(home, {"catalog": catalog})
+
+
+def first_day(home: Path) -> date | None:
+    """The earliest day a day-partitioned table of the home holds data for (see `note_first_day`), if recorded."""
+    value = recorded(home).get("first_day")
+    try:
+        return date.fromisoformat(value) if isinstance(value, str) else None
+    except ValueError:
+        return None
+
+
+def note_first_day(home: Path, day: date) -> None:
+    """Record `day` as the home's first data day when none earlier is recorded: the daily partitions of its
+    day-partitioned tables start there (`orchestration.partitions`)."""
+    known = first_day(home)
+    if known is None or day < known:
+        _update(home, {"first_day": day.isoformat()}, earlier_day=day)
+
+
+def _update(home: Path, values: dict[str, str], only_new: bool = False, earlier_day: date | None = None) -> None:
+    """Merge `values` into the record under a lock (tables run in parallel), re-checking the condition it was
+    asked under, and replace the file atomically."""
+    home.mkdir(parents=True, exist_ok=True)
+    folder = os.open(home, os.O_RDONLY)  # the home folder itself is the lock: no extra file in it
+    try:
+        fcntl.flock(folder, fcntl.LOCK_EX)
+        record = recorded(home)
+        if only_new and record:
+            return
+        if earlier_day is not None and (known := first_day(home)) is not None and known <= earlier_day:
+            return
+        tmp = home / f".{RECORD}.{os.getpid()}.tmp"
+        tmp.write_text(json.dumps({**record, **values}, indent=2) + "\n")
+        os.replace(tmp, home / RECORD)
+    finally:
+        os.close(folder)  # releases the lock

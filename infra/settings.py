@@ -157,7 +157,8 @@ class Settings:
     # Orchestration (see docs/operations.md): pipeline schedule, sensor interval, first daily partition, alerts.
     pipeline_cron: str = "0 * * * *"
     sensor_interval_seconds: int = 5
-    partitions_start: str = "2026-01-01"
+    # None: the home's first data day (infra.home_record.first_day), today before any data.
+    partitions_start: str | None = None
     alert_webhook: str | None = None
     # How long a run waits for another writer of the same table before failing (pipelines/run/locks.py).
     lock_wait_seconds: int = 900
@@ -208,7 +209,7 @@ class Settings:
             bind_address=_env("BIND_ADDRESS"),
             pipeline_cron=_env("PIPELINE_CRON", "0 * * * *"),
             sensor_interval_seconds=_positive_int("SENSOR_INTERVAL", "5"),
-            partitions_start=_env("PARTITIONS_START", "2026-01-01"),
+            partitions_start=_env("PARTITIONS_START"),
             alert_webhook=_env("ALERT_WEBHOOK"),
             lock_wait_seconds=_non_negative_int("LOCK_WAIT", "900", "seconds"),
             stage_landing_mb=_non_negative_int("STAGE_LANDING_MB", "32", "megabytes"),
@@ -226,7 +227,8 @@ class Settings:
                 f"TRIBUTARY_TABLE_FORMAT={self.table_format!r} is not supported; choose one of {TABLE_FORMATS}"
             )
         try:
-            date.fromisoformat(self.partitions_start)
+            if self.partitions_start is not None:
+                date.fromisoformat(self.partitions_start)
         except ValueError:
             raise ConfigError(
                 f"TRIBUTARY_PARTITIONS_START={self.partitions_start!r} is not a date (expected YYYY-MM-DD)"

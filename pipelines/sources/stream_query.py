@@ -82,7 +82,16 @@ class StreamedKind(SourceKind):
 
             def write_batch(df: DataFrame, batch_id: int, headers: CsvHeaders | None = headers) -> None:
                 ctx = BatchContext(
-                    spark, run.fmt, spec.name, run.checkpoint, batch_id, run.metrics, run.files, run.clock, stage_bytes
+                    spark,
+                    run.fmt,
+                    spec.name,
+                    run.checkpoint,
+                    batch_id,
+                    run.metrics,
+                    run.files,
+                    run.clock,
+                    stage_bytes,
+                    run.settings.home,
                 )
                 with run.clock.stage("batch.write"):
                     write_micro_batch(ctx, df, self, spec, headers)

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import date, datetime
 from pathlib import Path
 from typing import ClassVar
 
@@ -17,6 +18,7 @@ from pyspark.sql import DataFrame, Row, SparkSession, Window
 from pyspark.sql import functions as F
 
 from infra.errors import PipelineError
+from infra.home_record import note_first_day
 from infra.identifiers import check_column_names
 from infra.stopwatch import Stopwatch
 from pipelines.io.checkpoints import query_id
@@ -45,6 +47,8 @@ class BatchContext:
     clock: Stopwatch = field(default_factory=Stopwatch)
     # Landing batches of at least this many bytes are staged and audited before publishing (file_health.write_staged).
     stage_bytes: int = 0
+    # The home whose first data day a day-keyed sink records (infra.home_record.note_first_day); None: not recorded.
+    home: Path | None = None
     _committed: dict[str, set[int]] = field(default_factory=dict)
 
     @property
@@ -266,6 +270,9 @@ class RecomputeMergeSink(Sink):
         touched = [r.asDict() for r in self.affected(df).distinct().collect()]
         if not touched:
             return
+        days = [v for key in touched for v in key.values() if isinstance(v, date) and not isinstance(v, datetime)]
+        if days and ctx.home is not None:
+            note_first_day(ctx.home, min(days))
         rows = self.recompute(ctx.spark, ctx.fmt, touched)
         ctx.metrics["keys_recomputed"] += len(touched)
         if ctx.fmt.stats(ctx.spark, ctx.table).rows == 0:

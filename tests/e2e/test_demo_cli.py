@@ -14,6 +14,7 @@ import pytest
 
 from infra.settings import TABLE_FORMATS, Settings
 from infra.sql.local import LocalEngine
+from orchestration.partitions import daily_partitions
 from tests.support.repo import REPO
 from tests.test_docs import blocks
 
@@ -99,7 +100,15 @@ def test_demo_twice_adds_nothing(tmp_path, table_format):
     tables_on_disk = {p.parent.name for p in (tmp_path / "home" / "warehouse" / "delta").glob("*/*/_delta_log")}
     assert ("events" in tables_on_disk) == (table_format == "delta")
 
-    _analyst_queries_answer(Settings.from_env(home=tmp_path / "home"), table_format)
+    settings = Settings.from_env(home=tmp_path / "home")
+    _analyst_queries_answer(settings, table_format)
+    # Daily partitions start at the first day gold holds, not months before the data.
+    engine = LocalEngine(replace(settings, table_format=table_format, partitions_start=None))
+    try:
+        first_day = engine.query("SELECT min(event_date) FROM gold.daily_revenue").rows[0][0]
+    finally:
+        engine.close()
+    assert daily_partitions(replace(settings, partitions_start=None)).get_first_partition_key() == str(first_day)
 
     # `tributary tables` reads the same numbers from metadata alone (no Java reachable), every table listed.
     no_java = {**env, "JAVA_HOME": str(tmp_path / "no-java"), "PATH": str(Path(sys.executable).parent)}

@@ -4,12 +4,14 @@ refuses with one line instead of writing empty tables."""
 from __future__ import annotations
 
 from dataclasses import replace
+from datetime import UTC, date, datetime
 
 import pytest
 
 from infra.errors import ConfigError
-from infra.home_record import RECORD, catalog_identity, check_home, recorded
+from infra.home_record import RECORD, catalog_identity, check_home, first_day, note_first_day, recorded
 from infra.settings import Settings
+from orchestration.partitions import daily_partitions
 from pipelines.datasets import demo_registry
 from pipelines.run.runner import run_table
 
@@ -41,6 +43,23 @@ def test_a_home_keeps_its_catalog_and_lends_its_format(tmp_path, monkeypatch):
     assert Settings.from_env(home=tmp_path / "new").table_format == "iceberg"
     monkeypatch.setenv("TRIBUTARY_TABLE_FORMAT", "iceberg")
     assert Settings.from_env(home=home).table_format == "iceberg"  # the setting, when given, wins
+
+
+def test_the_first_data_day_only_moves_earlier_and_starts_the_daily_partitions(tmp_path, monkeypatch):
+    monkeypatch.delenv("TRIBUTARY_PARTITIONS_START", raising=False)
+    settings = Settings.from_env(home=tmp_path / "home")
+    today = datetime.now(UTC).date()
+    assert daily_partitions(settings).get_first_partition_key() == today.isoformat()  # no data: today only
+    check_home(settings.home, "iceberg", "sqlite:catalog.db")
+    note_first_day(settings.home, date(2026, 11, 3))
+    note_first_day(settings.home, date(2026, 11, 9))  # later: the first day stays
+    assert first_day(settings.home) == date(2026, 11, 3)
+    assert recorded(settings.home)["catalog"] == "sqlite:catalog.db"  # the rest of the record is kept
+    assert daily_partitions(settings).get_first_partition_key() == "2026-11-03"
+    note_first_day(settings.home, date(2026, 10, 30))
+    assert daily_partitions(settings).get_first_partition_key() == "2026-10-30"
+    monkeypatch.setenv("TRIBUTARY_PARTITIONS_START", "2026-06-01")  # the setting wins
+    assert daily_partitions(Settings.from_env(home=settings.home)).get_first_partition_key() == "2026-06-01"
 
 
 def test_a_run_against_another_catalog_refuses_before_writing(tmp_path, monkeypatch):
