@@ -8,7 +8,9 @@ and the stale SQLite read transaction later fails commits with SQLITE_BUSY_SNAPS
 from __future__ import annotations
 
 import os
+import re
 from functools import lru_cache
+from urllib.parse import parse_qsl, quote, urlsplit
 
 from pyiceberg.catalog.sql import SqlCatalog
 from sqlalchemy.exc import DBAPIError
@@ -33,7 +35,7 @@ def sqlalchemy_uri(settings: Settings) -> str:
     return uri
 
 
-def _open(settings: Settings) -> SqlCatalog:
+def _open(settings: Settings, uri: str | None = None) -> SqlCatalog:
     if settings.uses_sqlite:
         settings.catalog_db.parent.mkdir(parents=True, exist_ok=True)
     if settings.warehouse_url is None:
@@ -45,8 +47,8 @@ def _open(settings: Settings) -> SqlCatalog:
     # and all create them; the ones that lose find them made, so they open it again.
     for attempt in range(_OPEN_ATTEMPTS):
         try:
-            uri, warehouse = sqlalchemy_uri(settings), settings.warehouse_uri
-            return SqlCatalog(settings.catalog_name, uri=uri, warehouse=warehouse, **file_io_properties(settings))
+            url, warehouse = uri or sqlalchemy_uri(settings), settings.warehouse_uri
+            return SqlCatalog(settings.catalog_name, uri=url, warehouse=warehouse, **file_io_properties(settings))
         except DBAPIError as exc:
             if attempt == _OPEN_ATTEMPTS - 1 or not any(m in str(exc) for m in _CREATED_MEANWHILE):
                 raise
@@ -66,6 +68,31 @@ def _cached(settings: Settings) -> SqlCatalog:
 def pyiceberg_catalog(settings: Settings) -> SqlCatalog:
     """A pyiceberg catalog over the platform's catalog database (catalog tables created if missing)."""
     return _cached(settings)
+
+
+def catalog_at(settings: Settings, sqlalchemy: str) -> SqlCatalog:
+    """A pyiceberg catalog named like `settings`' over another catalog database, given its SQLAlchemy URI."""
+    return _open(settings, sqlalchemy)
+
+
+def sqlalchemy_of_jdbc(jdbc: str) -> str:
+    """The SQLAlchemy URI of a PostgreSQL JDBC URL (`jdbc:postgresql://host:port/db?user=..&password=..`)."""
+    parts = urlsplit(jdbc.removeprefix("jdbc:"))
+    if parts.scheme != "postgresql" or not parts.hostname or not parts.path.strip("/"):
+        raise ConfigError(
+            f"{_without_password(jdbc)} is not a PostgreSQL JDBC URL (jdbc:postgresql://host:port/database?user=..&"
+            "password=..): give one, or set TRIBUTARY_CATALOG_SQLALCHEMY_URI to the same database"
+        )
+    query = dict(parse_qsl(parts.query))
+    user = quote(query.get("user", ""), safe="")
+    password = quote(query.get("password", ""), safe="")
+    login = f"{user}:{password}@" if password else f"{user}@" if user else ""
+    port = f":{parts.port}" if parts.port else ""
+    return f"postgresql+psycopg2://{login}{parts.hostname}{port}/{parts.path.strip('/')}"
+
+
+def _without_password(url: str) -> str:
+    return re.sub(r"password=[^&;]*", "password=***", url)
 
 
 DELTA_CATALOG = "delta"

@@ -284,6 +284,10 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, Handler]]:
 
     register_repair(sub, handlers)  # reprocess, refresh
 
+    from orchestration.cli.catalog import register as register_catalog
+
+    register_catalog(sub, handlers)  # catalog migrate
+
     from orchestration.cli.cluster import register as register_cluster
 
     register_cluster(sub, handlers)  # cluster up, cluster down, cluster status

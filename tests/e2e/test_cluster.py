@@ -16,7 +16,7 @@ from pathlib import Path
 import psycopg2
 import pytest
 
-from infra.catalog import pyiceberg_catalog
+from infra.catalog import catalog_at, pyiceberg_catalog
 from infra.deploy import CLUSTER_INSTANCE, local_cluster, standalone
 from infra.ports import free_port
 from infra.settings import Settings
@@ -66,7 +66,9 @@ def landing(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return folder
 
 
-def _contents(settings: Settings, tables: tuple[str, ...]) -> dict[str, list[str]]:
+def _contents(
+    settings: Settings, tables: tuple[str, ...], volatile: tuple[str, ...] = VOLATILE
+) -> dict[str, list[str]]:
     """Each existing table's rows without volatile columns, as sorted JSON (read with pyiceberg, no JVM)."""
     catalog = pyiceberg_catalog(settings)
     contents = {}
@@ -74,9 +76,13 @@ def _contents(settings: Settings, tables: tuple[str, ...]) -> dict[str, list[str
         if catalog.table_exists(name):
             rows = catalog.load_table(name).scan().to_arrow().to_pylist()
             contents[name] = sorted(
-                json.dumps({k: v for k, v in r.items() if k not in VOLATILE}, default=str) for r in rows
+                json.dumps({k: v for k, v in r.items() if k not in volatile}, default=str) for r in rows
             )
     return contents
+
+
+def _without_batch(row: str) -> str:
+    return json.dumps({k: v for k, v in json.loads(row).items() if k != "_batch_id"})
 
 
 def _snapshots(settings: Settings, table: str) -> int:
@@ -262,3 +268,61 @@ def test_the_cluster_writes_tables_into_a_bucket_equal_to_a_local_run(
     assert _contents(settings, names) == {name: reference[name] for name in names}
     stored = s3_server.data_dir / "buckets" / TEST_BUCKET / "cluster" / "silver" / "events" / "data"
     assert any(stored.rglob("*.parquet")) and not (tmp_path / "home" / "warehouse").exists()
+
+
+EVENT_CHAIN = (
+    "bronze.events",
+    "bronze.events_files",
+    "silver.events",
+    "silver.events_quarantine",
+    "gold.daily_revenue",
+)
+
+
+def test_a_local_home_migrated_into_the_clusters_catalog_goes_on_where_it_stopped(
+    cluster, landing, reference, spark, tmp_path, monkeypatch
+):
+    """A laptop home (SQLite catalog) read the first events file; `tributary catalog migrate` moves its tables into
+    the cluster's PostgreSQL; the second file lands and a cluster run reads only it: every table equals the run
+    over both files, and no table lost its history."""
+    late = tmp_path / "landing"
+    (late / "events").mkdir(parents=True)
+    first, second = sorted((landing / "events").iterdir())
+    shutil.copy(first, late / "events" / first.name)
+    local = replace(make_settings(tmp_path / "home"), landing=late)
+    assert get_spark(local) is spark
+    run_pipeline(spark, local, default_registry(), ["gold.daily_revenue"], include_upstream=True)
+    history = {name: pyiceberg_catalog(local).load_table(name).snapshots() for name in EVENT_CHAIN}
+
+    target = cluster.env()["TRIBUTARY_CATALOG_URI"]
+    env = {**os.environ, **QUICK_ENV, "TRIBUTARY_HOME": str(local.home), "TRIBUTARY_LANDING": str(late)}
+    env |= {"TRIBUTARY_CATALOG_NAME": local.catalog_name}
+    for key in ("TRIBUTARY_CATALOG_URI", "TRIBUTARY_CATALOG_SQLALCHEMY_URI"):
+        env.pop(key, None)
+    # An interrupted migration registered one table already: it is found at the same metadata and kept.
+    on_cluster = _cluster_settings(cluster, local.home, late, local.catalog_name, monkeypatch)
+    into = catalog_at(on_cluster, cluster.postgres.url("tributary"))
+    into.create_namespace_if_not_exists("bronze")
+    into.register_table("bronze.events", pyiceberg_catalog(local).load_table("bronze.events").metadata_location)
+    moved = _run_cli(env, "catalog", "migrate", "--to", target)
+    assert moved.returncode == 0, moved.stderr[-2000:]
+    assert "already registered there (an earlier, interrupted migration): 1" in moved.stdout
+    assert cluster.postgres.password not in moved.stdout + moved.stderr
+    again = _run_cli(env, "catalog", "migrate", "--to", target)
+    assert again.returncode == 2 and "already uses catalog jdbc:postgresql://127.0.0.1:" in again.stderr
+    old = _run_cli(env, "run", "bronze.events")  # the laptop's catalog no longer holds the home's tables
+    assert old.returncode == 2 and "holds the checkpoints of tables in catalog jdbc:postgresql" in old.stderr
+
+    shutil.copy(second, late / "events" / second.name)
+    ran = _run_cli(
+        {**env, **cluster.env(), "TRIBUTARY_HOME": str(local.home)}, "run", "gold.daily_revenue", "--with-upstream"
+    )
+    assert ran.returncode == 0, ran.stderr[-3000:]
+    # Read in two runs, the second file's rows carry batch ids of their own.
+    contents = _landed_as_reference(_contents(on_cluster, EVENT_CHAIN, (*VOLATILE, "_batch_id")), late, landing)
+    assert contents == {name: sorted(_without_batch(row) for row in reference[name]) for name in EVENT_CHAIN}
+    catalog = pyiceberg_catalog(on_cluster)
+    for name, snapshots in history.items():  # the local snapshots are still the table's history
+        kept = catalog.load_table(name).snapshots()
+        assert kept[: len(snapshots)] == snapshots, name
+    assert len(catalog.load_table("bronze.events").snapshots()) == len(history["bronze.events"]) + 1
