@@ -13,6 +13,7 @@ import time
 import urllib.request
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from dagster import (
     AssetKey,
@@ -26,10 +27,13 @@ from dagster import (
     sensor,
 )
 
+from infra.paths import canonical
 from infra.settings import Settings
 from orchestration.assets import TRIGGER_TAG, asset_key
 from orchestration.resources import SparkResource
+from pipelines.io.checkpoints import committed_files
 from pipelines.io.landing import landed_paths, landing_folder
+from pipelines.sources.base import flow_checkpoint
 from pipelines.spec.registry import Registry
 
 LANDING_SENSOR = "tributary_landing_sensor"
@@ -72,6 +76,29 @@ def scan_landing(settings: Settings, registry: Registry) -> dict[str, float]:
                 continue
             found[f"{dataset}/{path.name}"] = max(stat.st_mtime, stat.st_ctime)
     return found
+
+
+def unread(settings: Settings, registry: Registry, names: list[str]) -> list[str]:
+    """The `dataset/name` files among `names` that some flow reading their folder has not committed yet (read from
+    the checkpoints, no JVM): files a run outside Dagster (`tributary demo`, `tributary run`) already read start no
+    run when Dagster first sees them."""
+    readers: dict[str, list[tuple[Path, Path]]] = {}
+    for spec in registry:
+        for flow in spec.all_flows():
+            if folder := flow.source.landing_folder_name():
+                where = landing_folder(settings, flow.source)
+                readers.setdefault(folder, []).append((where, flow_checkpoint(settings, spec.name, flow.name)))
+    committed: dict[Path, set[str]] = {}
+    left = []
+    for name in names:
+        dataset, file = name.split("/", 1)
+        for where, checkpoint in readers.get(dataset, []):
+            if checkpoint not in committed:
+                committed[checkpoint] = committed_files(checkpoint)
+            if canonical(str(where / file)) not in committed[checkpoint]:
+                left.append(name)
+                break
+    return left
 
 
 @dataclass
@@ -135,6 +162,7 @@ def build_landing_sensor(registry: Registry, job, settings: Settings) -> SensorD
         scanned = scan_landing(spark.settings(), registry)
         new, cursor = new_files(LandingCursor.parse(context.cursor), scanned, time.time(), memory)
         context.update_cursor(cursor.dump())
+        new = unread(spark.settings(), registry, new) if new else new
         if not new:
             return SkipReason(f"no new complete files among {len(scanned)} landed files")
         context.log.info(f"{len(new)} new file(s): {', '.join(new[:10])}{' …' if len(new) > 10 else ''}")

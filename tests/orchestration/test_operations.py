@@ -51,6 +51,7 @@ from orchestration.sensors import (
     affected_assets,
     new_files,
     scan_landing,
+    unread,
 )
 from pipelines.datasets import default_registry
 from pipelines.datasets.ecommerce.sample_data import generate
@@ -112,6 +113,18 @@ def test_landing_cursor_sees_each_complete_file_once(tmp_path):
 
     selected = {".".join(key.path) for key in affected_assets(registry, {"events"})}
     assert selected == {*EVENT_TABLES, "bronze.events_files"}
+
+
+def test_files_a_run_outside_dagster_already_read_start_no_run(spark, fresh_settings):
+    """After `make demo`, the landing sensor's first look finds every file new to it, and read already."""
+    registry = default_registry()
+    events = fresh_settings.landing / "events"
+    _land(events / "a.json")
+    run_pipeline(spark, fresh_settings, registry, ["bronze.events"])
+    _land(events / "b.json")
+    new, _ = new_files(LandingCursor(), scan_landing(fresh_settings, registry), time.time(), 600)
+    assert new == ["events/a.json", "events/b.json"]
+    assert unread(fresh_settings, registry, new) == ["events/b.json"]
 
 
 # --- reprocess, backfill, full refresh, retries (in-process, real Spark) ----------------------------------------
