@@ -117,7 +117,7 @@ def build_table_asset(spec: TableSpec, partitions: DailyPartitionsDefinition | N
             for line in report.file_problems():
                 context.log.warning(line)
             if partitioned and not report.skipped:
-                _log_changed_days(context, spark, settings, spec, partitions, started)
+                _log_changed_days(context, spark, settings, spec, started)
             results = {out.name: report_metadata(report, out.name) for out in spec.outputs()}
         selected = context.selected_asset_keys
         for name, metadata in results.items():
@@ -137,11 +137,13 @@ def _log_changed_days(
     spark: SparkResource,
     settings: Settings,
     spec: TableSpec,
-    partitions: DailyPartitionsDefinition,
     since: datetime,
 ) -> None:
-    """Record the days an incremental run changed as materialized partitions, so the UI shows which days hold data."""
-    known = set(partitions.get_partition_keys())
+    """Record the days an incremental run changed as materialized partitions, so the UI shows which days hold data.
+
+    The partitions are taken after the run: its first rows move the home's first data day (`orchestration.partitions`)
+    earlier than the definitions loaded before it knew."""
+    known = set(daily_partitions(settings).get_partition_keys())
     for day in changed_days(spark.session(), settings, spec.output, since):
         if day.isoformat() in known:
             context.log_event(

@@ -11,6 +11,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from dagster import AssetKey, DagsterInstance
 
 from infra.settings import TABLE_FORMATS, Settings
 from infra.sql.local import LocalEngine
@@ -51,7 +52,7 @@ def _analyst_queries_answer(settings: Settings, table_format: str) -> None:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("table_format", TABLE_FORMATS)
-def test_demo_twice_adds_nothing(tmp_path, table_format):
+def test_demo_twice_adds_nothing(tmp_path, table_format, monkeypatch):
     env = {
         **os.environ,
         "TRIBUTARY_HOME": str(tmp_path / "home"),
@@ -105,10 +106,18 @@ def test_demo_twice_adds_nothing(tmp_path, table_format):
     # Daily partitions start at the first day gold holds, not months before the data.
     engine = LocalEngine(replace(settings, table_format=table_format, partitions_start=None))
     try:
-        first_day = engine.query("SELECT min(event_date) FROM gold.daily_revenue").rows[0][0]
+        days = sorted(str(r[0]) for r in engine.query("SELECT DISTINCT event_date FROM gold.daily_revenue").rows)
     finally:
         engine.close()
-    assert daily_partitions(replace(settings, partitions_start=None)).get_first_partition_key() == str(first_day)
+    assert daily_partitions(replace(settings, partitions_start=None)).get_first_partition_key() == days[0]
+    # ... and the demo's run recorded each of them as materialized (its definitions loaded before any data).
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster"))  # the instance's storage is under $DAGSTER_HOME
+    instance = DagsterInstance.from_config(str(tmp_path / "dagster"))
+    try:
+        materialized = instance.get_materialized_partitions(AssetKey(["gold", "daily_revenue"]))
+    finally:
+        instance.dispose()
+    assert sorted(materialized) == days
 
     # `tributary tables` reads the same numbers from metadata alone (no Java reachable), every table listed.
     no_java = {**env, "JAVA_HOME": str(tmp_path / "no-java"), "PATH": str(Path(sys.executable).parent)}
