@@ -12,6 +12,7 @@ import fcntl
 import json
 import os
 import re
+from collections.abc import Callable
 from datetime import date
 from pathlib import Path
 
@@ -48,7 +49,7 @@ def check_home(home: Path, table_format: str, catalog: str) -> None:
     """Record a new home's format and catalog; refuse a home whose tables live in another catalog."""
     record = recorded(home)
     if not record:
-        _update(home, {"table_format": table_format, "catalog": catalog}, only_new=True)
+        _update(home, lambda known: None if known else {"table_format": table_format, "catalog": catalog})
         return
     if record.get("catalog", catalog) != catalog:
         raise ConfigError(
@@ -60,12 +61,15 @@ def check_home(home: Path, table_format: str, catalog: str) -> None:
 
 def move_home(home: Path, catalog: str) -> None:
     """Record that the home's tables now live in `catalog` (after `tributary catalog migrate`)."""
-    _update(home, {"catalog": catalog})
+    _update(home, lambda known: {**known, "catalog": catalog})
 
 
 def first_day(home: Path) -> date | None:
     """The earliest day a day-partitioned table of the home holds data for (see `note_first_day`), if recorded."""
-    value = recorded(home).get("first_day")
+    return _day(recorded(home).get("first_day"))
+
+
+def _day(value: object) -> date | None:
     try:
         return date.fromisoformat(value) if isinstance(value, str) else None
     except ValueError:
@@ -75,25 +79,27 @@ def first_day(home: Path) -> date | None:
 def note_first_day(home: Path, day: date) -> None:
     """Record `day` as the home's first data day when none earlier is recorded: the daily partitions of its
     day-partitioned tables start there (`orchestration.partitions`)."""
-    known = first_day(home)
-    if known is None or day < known:
-        _update(home, {"first_day": day.isoformat()}, earlier_day=day)
+
+    def earlier(record: dict[str, str]) -> dict[str, str] | None:
+        known = _day(record.get("first_day"))
+        return {**record, "first_day": day.isoformat()} if known is None or day < known else None
+
+    if earlier(recorded(home)) is not None:  # (the record is read again under the lock)
+        _update(home, earlier)
 
 
-def _update(home: Path, values: dict[str, str], only_new: bool = False, earlier_day: date | None = None) -> None:
-    """Merge `values` into the record under a lock (tables run in parallel), re-checking the condition it was
-    asked under, and replace the file atomically."""
+def _update(home: Path, change: Callable[[dict[str, str]], dict[str, str] | None]) -> None:
+    """Replace the record by `change(record)` under a lock on the home folder (tables run in parallel), atomically;
+    None leaves it as it is."""
     home.mkdir(parents=True, exist_ok=True)
     folder = os.open(home, os.O_RDONLY)  # the home folder itself is the lock: no extra file in it
     try:
         fcntl.flock(folder, fcntl.LOCK_EX)
-        record = recorded(home)
-        if only_new and record:
-            return
-        if earlier_day is not None and (known := first_day(home)) is not None and known <= earlier_day:
+        record = change(recorded(home))
+        if record is None:
             return
         tmp = home / f".{RECORD}.{os.getpid()}.tmp"
-        tmp.write_text(json.dumps({**record, **values}, indent=2) + "\n")
+        tmp.write_text(json.dumps(record, indent=2) + "\n")
         os.replace(tmp, home / RECORD)
     finally:
         os.close(folder)  # releases the lock

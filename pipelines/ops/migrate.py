@@ -54,7 +54,8 @@ def migrate_catalog(settings: Settings, target_uri: str, target_sqlalchemy: str 
     moved = replace(settings, catalog_uri=target_uri)
     if not target_uri.startswith("jdbc:sqlite:") and target_sqlalchemy is None:
         target_sqlalchemy = sqlalchemy_of_jdbc(target_uri)
-    into = catalog_at(moved, target_sqlalchemy or f"sqlite:///{target_uri.removeprefix('jdbc:sqlite:')}")
+    sqlite_path = target_uri.removeprefix("jdbc:sqlite:").split("?", 1)[0]  # (a JDBC URL may carry options)
+    into = catalog_at(moved, target_sqlalchemy or f"sqlite:///{sqlite_path}")
     catalog = pyiceberg_catalog(settings)
     names = sorted(".".join(ident) for ns in catalog.list_namespaces() for ident in catalog.list_tables(ns))
     registered, there = [], []
