@@ -158,6 +158,12 @@ def spark_conf(settings: Settings) -> dict[str, str]:
         # A micro-batch is cached only for the few actions of one batch write; compressing the cache cost more
         # than it saved (silver on 1 M rows: 22.5 s compressed, 15.8 s not; bench.pipeline stages).
         "spark.sql.inMemoryColumnarStorage.compressed": "false",
+        # delta-spark rebuilds a table's state (log replay) in 50 tasks by default, cold in every new JVM and again
+        # after each commit, and a MERGE then writes a checksum (.crc) file by computing the state once more. On a
+        # Delta home's CDC table (165 changes, two MERGEs) that was 50 s of a first run; with the table's shuffle
+        # parallelism and no .crc (optional in the Delta protocol; delta-rs commits never write one) it is 31 s.
+        "spark.databricks.delta.snapshotPartitions": str(settings.shuffle_partitions),
+        "spark.databricks.delta.writeChecksumFile.enabled": "false",
         # Tables are always catalog-qualified; nothing should land in a local Hive warehouse.
         "spark.sql.warehouse.dir": str(settings.home / "spark-warehouse"),
         DRIVER_JAVA_OPTIONS: _driver_java_options(settings, class_archive.use_options(settings)),
