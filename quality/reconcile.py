@@ -35,7 +35,7 @@ from pipelines.spec.expectations import Expectation
 from pipelines.spec.registry import Registry
 from pipelines.spec.rules import passes_rules
 from pipelines.spec.tables import MAIN_FLOW, TableSpec
-from pipelines.write.sinks import QUARANTINE_IDENTITY, ValidateDedupeSink
+from pipelines.write.sinks import ValidateDedupeSink
 from quality.gx_runner import require_table
 from quality.inputs import (
     carried_over,
@@ -46,7 +46,8 @@ from quality.inputs import (
     read_files_version,
     snapshot_versions,
 )
-from quality.results import MAX_SAMPLES, CheckResult, Outcome, plain
+from quality.pipeline_counts import Tables, at, counts_since, full_counts, passed_counts
+from quality.results import MAX_SAMPLES, CheckResult, Outcome, latest_result, plain
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -84,14 +85,6 @@ def totals_expectations(spec: TableSpec) -> list[Expectation]:
     return [e for e in spec.expectations if e.kind == "totals_match_upstream"]
 
 
-def _as_of(spark: SparkSession, settings: Settings, table: str, snapshot: int | None) -> DataFrame:
-    """`table` at `snapshot` (empty when the reader has not read any snapshot yet)."""
-    fmt = table_format(settings)
-    if snapshot is None:
-        return fmt.read(spark, table).limit(0)
-    return fmt.read(spark, table, snapshot)
-
-
 def reconcile_pipeline(session: Session, settings: Settings, pipeline: Pipeline) -> CheckResult:
     """Check that every landed line of the pipeline is in exactly one of silver, quarantine or duplicates.
 
@@ -124,35 +117,25 @@ def reconcile_pipeline(session: Session, settings: Settings, pipeline: Pipeline)
     position = fmt.consumer_position(pipeline.bronze.name, silver.name, settings.checkpoint_for(silver.name))
     if position.snapshot_id is not None and not position.committed:
         notes.append(f"{silver.name}'s last batch is uncommitted; re-run it before trusting this reconciliation")
-    seen = silver.transform(_as_of(spark, settings, pipeline.bronze.name, position.snapshot_id))
-    is_valid = passes_rules()
-    # A quarantined record sent again (the same file under a new name) is a duplicate, like a valid one.
-    identity = QUARANTINE_IDENTITY if QUARANTINE_IDENTITY in sink.quarantine_columns else None
-    # One grouping by record (a valid row's key, an invalid row's identity), then sums over the groups: two
-    # count_distinct would read every bronze row twice (Spark expands the rows once per distinct aggregate).
-    records = seen.groupBy(
-        is_valid.alias("_valid"),
-        F.when(is_valid, F.struct(*keys)).alias("_key"),
-        (F.when(~is_valid, F.col(identity)) if identity else F.lit(None)).alias("_identity"),
-    ).agg(F.count(F.lit(1)).alias("_rows"))
-    valid_group, invalid_group, rows_of = F.col("_valid"), ~F.col("_valid"), F.col("_rows")
-    distinct_invalid = (
-        F.count(F.when(invalid_group & F.col("_identity").isNotNull(), 1))
-        if identity
-        else F.sum(F.when(invalid_group, rows_of))
+    silver_now, quarantine_now = (fmt.current_snapshot(spark, name) for name in (silver.name, sink.quarantine_table))
+    tables = Tables(
+        pipeline.bronze.name,
+        silver,
+        sink,
+        bronze_snapshot=position.snapshot_id,
+        silver_snapshot=silver_now and silver_now.snapshot_id,
+        quarantine_snapshot=quarantine_now and quarantine_now.snapshot_id,
     )
-    b = records.agg(
-        F.coalesce(F.sum(rows_of), F.lit(0)).alias("rows"),
-        F.coalesce(F.sum(F.when(valid_group, rows_of)), F.lit(0)).alias("valid"),
-        F.count(F.when(valid_group, 1)).alias("distinct_valid"),
-        F.coalesce(distinct_invalid, F.lit(0)).alias("distinct_invalid"),
-    ).collect()[0]
-    silver_df = fmt.read(spark, silver.name)
-    s = silver_df.agg(F.count(F.lit(1)).alias("rows"), F.count_distinct(F.struct(*keys)).alias("keys")).collect()[0]
-    quarantined = fmt.read(spark, sink.quarantine_table).count()
-    bronze_rows, valid, distinct_valid = int(b["rows"]), int(b["valid"]), int(b["distinct_valid"])
-    silver_rows, silver_keys = int(s["rows"]), int(s["keys"])
-    invalid, distinct_invalid = bronze_rows - valid, int(b["distinct_invalid"])
+    before = passed_counts(latest_result(settings, silver.name, CHECK_NAME), inputs["rules"])
+    counts = (counts_since(spark, settings, tables, before) if before else None) or full_counts(spark, settings, tables)
+    if counts.incremental:
+        notes.append(
+            f"counted the rows appended since the last reconciliation that passed (bronze snapshot "
+            f"{before and before.bronze_snapshot}), on top of its counts"
+        )
+    bronze_rows, valid, distinct_valid = counts.rows, counts.valid, counts.distinct_valid
+    silver_rows, silver_keys, quarantined = counts.silver_rows, counts.silver_keys, counts.quarantined
+    invalid, distinct_invalid = bronze_rows - valid, counts.distinct_invalid
     duplicates = valid - distinct_valid + invalid - distinct_invalid
     accounted = silver_rows + quarantined + duplicates
     gap = bronze_rows - accounted
@@ -183,7 +166,9 @@ def reconcile_pipeline(session: Session, settings: Settings, pipeline: Pipeline)
         unexpected_count=abs(distinct_valid - silver_keys) + (silver_rows - silver_keys),
     )
     if not lost.success:
-        valid_keys = seen.filter(is_valid).select(*keys).distinct()
+        silver_df = at(spark, settings, silver.name, tables.silver_snapshot)
+        seen = silver.transform(at(spark, settings, pipeline.bronze.name, tables.bronze_snapshot))
+        valid_keys = seen.filter(passes_rules()).select(*keys).distinct()
         missing = valid_keys.join(silver_df.select(*keys), keys, "left_anti").limit(MAX_SAMPLES).collect()
         doubled = silver_df.groupBy(*keys).count().filter("count > 1").limit(MAX_SAMPLES).collect()
         lost.samples = [f"missing {_key(r, keys)}" for r in missing] + [
@@ -202,6 +187,7 @@ def reconcile_pipeline(session: Session, settings: Settings, pipeline: Pipeline)
         engine="spark",
         notes=notes,
         inputs=inputs,
+        state=counts.state(),
     )
 
 
@@ -290,7 +276,7 @@ def _totals_outcome(
     fmt = table_format(settings)
     sources = {
         "table": fmt.read(spark, spec.name).select(*keys, *measures),
-        "seen": aggregated(_as_of(spark, settings, exp.upstream, seen_snapshot)),
+        "seen": aggregated(at(spark, settings, exp.upstream, seen_snapshot)),
         "now": aggregated(fmt.read(spark, exp.upstream)),
     }
     tagged = [df.withColumn("_source", F.lit(name)) for name, df in sources.items()]

@@ -164,3 +164,18 @@ def _type_text(node: object) -> str:
     if kind == "struct":
         return "struct<" + ", ".join(f"{f['name']}: {_type_text(f['type'])}" for f in node.get("fields", [])) + ">"
     return str(kind)
+
+
+def appended_between(table: Path, since: int | None, until: int) -> list[dict] | None:
+    """The `add` actions of the versions after `since` (None: from version 0) up to `until`, when each of them
+    appended rows, rewrote files without a data change (OPTIMIZE) or changed no files; None when one removed
+    rows (an overwrite, a delete, a MERGE)."""
+    added: list[dict] = []
+    for version in range(0 if since is None else since + 1, until + 1):
+        if not commit_file(table, version).is_file():  # cleaned up after a checkpoint: the versions are unknown
+            return None
+        commit = read_commit(table, version)
+        if commit.operation in ("overwrite", "delete"):
+            return None
+        added.extend(commit.appended)
+    return added

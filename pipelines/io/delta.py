@@ -36,7 +36,7 @@ from pyspark.sql.types import StructType
 
 from infra.errors import ConfigError, PipelineError
 from infra.settings import Settings
-from infra.sql.delta_tables import Commit, commit_file, data_path, delta_location, read_commit
+from infra.sql.delta_tables import Commit, appended_between, commit_file, data_path, delta_location, read_commit
 from infra.sql.table_metadata import Snapshot
 from pipelines.io.checkpoints import (
     ConsumerPosition,
@@ -270,6 +270,14 @@ class DeltaFormat:
         """
         self.delta_table(name)
         return spark.readStream.format("delta").option("skipChangeCommits", "true").load(str(self.location(name)))
+
+    def appended_rows(self, spark: SparkSession, name: str, since: int | None, until: int) -> DataFrame | None:
+        """The Parquet files the versions added (from their `add` actions), read with the table's schema."""
+        path, schema = self.location(name), self._schema(self.delta_table(name, until))
+        added = appended_between(path, since, until)
+        files = [str(data_path(path, a)) for a in added or ()]
+        rows = spark.read.schema(schema).parquet(*files) if files else spark.createDataFrame([], schema)
+        return None if added is None else rows
 
     def _read_up_to(self, name: str, offsets: list[dict]) -> int | None:
         """The newest version the Delta source offset of this table among `offsets` (one per source of a query)

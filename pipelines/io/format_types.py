@@ -118,6 +118,12 @@ class TableFormat(Protocol):
         """A streaming DataFrame over the table's appends (overwrite, delete and compaction commits are skipped)."""
         ...
 
+    def appended_rows(self, spark: SparkSession, name: str, since: int | None, until: int) -> DataFrame | None:
+        """The rows the snapshots after `since` (None: the table's start) up to `until` appended, when every one of
+        them only appended rows or rewrote files (compaction); None when one changed rows otherwise (a reprocess,
+        a MERGE) or `since` is not an ancestor of `until`."""
+        ...
+
     def consumer_caught_up(self, spark: SparkSession | None, name: str, checkpoint: Path) -> bool:
         """Whether the stream at `checkpoint` has read every append of `name` and owes no batch."""
         ...

@@ -137,6 +137,9 @@ class TableFormats:
     def read_stream(self, spark: SparkSession, name: str) -> DataFrame:
         return self.adapter(name).read_stream(spark, name)
 
+    def appended_rows(self, spark: SparkSession, name: str, since: int | None, until: int) -> DataFrame | None:
+        return self.adapter(name).appended_rows(spark, name, since, until)
+
     def consumer_caught_up(self, spark: SparkSession | None, name: str, checkpoint: Path) -> bool:
         return self.adapter(name).consumer_caught_up(spark, name, checkpoint)
 

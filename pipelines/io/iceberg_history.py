@@ -75,3 +75,16 @@ def added_rows(spark: SparkSession, qualified: str, writer: str, batch_id: int) 
         if batch is not None and batch < batch_id:
             break
     return 0
+
+
+def only_appends_between(spark: SparkSession, qualified: str, since: int | None, until: int) -> bool:
+    """Whether `since` (None: the table's start) is an ancestor of `until` and every snapshot after it up to
+    `until` appended rows or rewrote files without changing rows (`replace`: a compaction)."""
+    table = load_table(spark, qualified)
+    snapshot = table.snapshot(until)
+    while snapshot is not None and snapshot.snapshotId() != since:
+        if snapshot.operation() not in ("append", "replace"):
+            return False
+        parent = snapshot.parentId()
+        snapshot = table.snapshot(parent) if parent is not None else None
+    return snapshot is not None or since is None

@@ -1,0 +1,87 @@
+"""The pipeline reconciliation counts what was appended since its last passed count, and equals a full count."""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import replace
+
+from pipelines.authoring.load import load_registry
+from pipelines.datasets.ecommerce.sample_data import generate
+from pipelines.io.formats import table_format
+from pipelines.ops.maintenance.runner import compact_data_files
+from pipelines.run.pipeline import run_pipeline
+from pipelines.spec.registry import Registry
+from pipelines.spec.tables import MaintenancePolicy
+from quality.reconcile import pipelines_of, reconcile_pipeline
+from quality.results import CheckResult, results_dir, save_result
+
+ECOMMERCE = load_registry(["pipelines.datasets.ecommerce"])
+CHAIN = Registry([ECOMMERCE.get("bronze.events"), ECOMMERCE.get("silver.events")])
+PIPELINE = pipelines_of(ECOMMERCE)[0]
+INCREMENTAL = "counted the rows appended since the last reconciliation that passed"
+
+
+def _reconcile(spark, s) -> CheckResult:
+    result = reconcile_pipeline(spark, s, PIPELINE)
+    save_result(s, result)
+    return result
+
+
+def _full(spark, s) -> CheckResult:
+    """The same check counted from scratch (no earlier result to start from)."""
+    shutil.rmtree(results_dir(s))
+    return _reconcile(spark, s)
+
+
+def _observed(result: CheckResult) -> list[tuple[str, bool, str | None]]:
+    return [(o.name, o.success, o.observed) for o in result.outcomes]
+
+
+def _incremental(result: CheckResult) -> bool:
+    return any(INCREMENTAL in note for note in result.notes)
+
+
+def test_counts_since_the_last_pass_equal_a_full_count_and_catch_what_a_full_count_catches(spark, format_settings):
+    s = format_settings
+    generate(s.landing, rows=2000, files=2, seed=31)
+    run_pipeline(spark, s, CHAIN)
+    first = _reconcile(spark, s)
+    assert first.passed and not _incremental(first), [o.summary() for o in first.failed]
+
+    # New events, and a producer sending a whole file again: valid and rejected lines both come back as duplicates.
+    generate(s.landing, rows=500, files=1, seed=32)
+    sent = sorted((s.landing / "events").glob("*.json"))[0]
+    shutil.copy(sent, sent.with_name("resent.json"))
+    run_pipeline(spark, s, CHAIN)
+    second = _reconcile(spark, s)
+    assert second.passed and _incremental(second), [o.summary() for o in second.failed]
+    assert second.state["rows"] == first.state["rows"] + 500 + len(sent.read_text().splitlines())
+    full = _full(spark, s)
+    assert not _incremental(full) and _observed(full) == _observed(second)
+    assert {k: v for k, v in full.state.items()} == second.state
+
+    # A compaction rewrites bronze's files without changing its rows: the next count still starts from the last.
+    policy = replace(MaintenancePolicy(), min_input_files=2)
+    assert compact_data_files(spark, s, "bronze.events", policy)["rewritten_data_files_count"] >= 2
+    generate(s.landing, rows=300, files=1, seed=33)
+    run_pipeline(spark, s, CHAIN)
+    third = _reconcile(spark, s)
+    assert third.passed and _incremental(third)
+    assert _observed(_full(spark, s)) == _observed(third)
+
+    # A row appended to silver behind the pipeline doubles a key: the count since the last pass sees it.
+    fmt = table_format(s)
+    doubled = fmt.read(spark, "silver.events").orderBy("event_id").limit(1)
+    key = doubled.first()["event_id"]
+    fmt.append(doubled, "silver.events", writer="test", batch_id=0)
+    caught = _reconcile(spark, s)
+    assert _incremental(caught) and not caught.passed
+    assert f"2x event_id={key}" in caught.outcomes[3].samples
+
+    # Rows replaced behind the pipeline (not an append): everything is counted again, and the loss is caught.
+    silver = fmt.read(spark, "silver.events")
+    lost = silver.orderBy("event_id").first()["event_id"]
+    fmt.overwrite(silver.filter(silver.event_id != lost).localCheckpoint(), "silver.events")
+    after = _reconcile(spark, s)
+    assert not _incremental(after) and not after.passed
+    assert f"missing event_id={lost}" in after.outcomes[3].samples
