@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -9,6 +10,7 @@ from typing import TYPE_CHECKING
 import pyarrow.parquet as pq
 from pyspark.sql import functions as F
 
+from infra.files import write_atomically
 from infra.paths import canonical, open_landed
 from infra.settings import Settings
 from pipelines.io.archive import received_files
@@ -30,6 +32,26 @@ def _lines(path: Path, source: FileSource) -> int:
     with open_landed(path) as fh:
         count = sum(1 for line in landed_lines(fh) if not is_blank(line))
     return max(count - 1, 0) if source.format == "csv" else count
+
+
+def _counted_lines(settings: Settings, key: str, files: dict[str, Path], source: FileSource) -> dict[str, int]:
+    """Each file's lines, counted once per version of the file (size, modification time, inode): the counts are
+    kept under the home (`cache/landed_lines/<table>.<flow>.json`), so a reconciliation re-reads only the files
+    new or changed since."""
+    kept = settings.home / "cache" / "landed_lines" / f"{key}.json"
+    try:
+        known = json.loads(kept.read_text())
+    except (OSError, ValueError):
+        known = {}
+    counted: dict[str, list] = {}
+    for name, path in sorted(files.items()):
+        stat = path.stat()
+        identity = f"{stat.st_size}/{stat.st_mtime_ns}/{stat.st_ino}"
+        hit = known.get(name)
+        counted[name] = hit if isinstance(hit, list) and hit[:1] == [identity] else [identity, _lines(path, source)]
+    if counted != known:
+        write_atomically(kept, json.dumps(counted))
+    return {name: int(n) for name, (_, n) in counted.items()}
 
 
 def landed_vs_bronze(
@@ -57,8 +79,9 @@ def landed_vs_bronze(
         notes.append(f"{len(gone)} file(s) read by {bronze_spec.name} are no longer in the landing folder")
     landed_total = bronze_total = 0
     mismatched = []
-    for name in sorted(read & set(landed)):
-        lines, rows = _lines(landed[name], source), per_file.get(name, 0)
+    counted = _counted_lines(settings, f"{bronze_spec.name}.{flow}", {n: landed[n] for n in read & set(landed)}, source)
+    for name, lines in counted.items():
+        rows = per_file.get(name, 0)
         landed_total += lines
         bronze_total += rows
         if lines != rows:
