@@ -42,9 +42,11 @@ class Counts:
     silver_rows: int
     silver_keys: int
     quarantined: int
+    # The three tables' identities (`TableFormat.table_id`): snapshot ids of tables since created again are others'.
+    tables_id: str = ""
     incremental: bool = False
 
-    def state(self) -> dict[str, int | None]:
+    def state(self) -> dict[str, int | str | None]:
         """What a later count can start from (kept with the check's result)."""
         return {k: v for k, v in asdict(self).items() if k != "incremental"}
 
@@ -59,6 +61,7 @@ class Tables:
     bronze_snapshot: int | None
     silver_snapshot: int | None
     quarantine_snapshot: int | None
+    tables_id: str
 
     @property
     def identity(self) -> str | None:
@@ -110,6 +113,7 @@ def full_counts(spark: SparkSession, settings: Settings, t: Tables) -> Counts:
         silver_rows=int(s["rows"]),
         silver_keys=int(s["keys"]),
         quarantined=at(spark, settings, t.sink.quarantine_table, t.quarantine_snapshot).count(),
+        tables_id=t.tables_id,
     )
 
 
@@ -134,7 +138,10 @@ def _appended(
 
 
 def counts_since(spark: SparkSession, settings: Settings, t: Tables, before: Counts) -> Counts | None:
-    """`before` plus what the three tables appended since: None when one of them did anything but append."""
+    """`before` plus what the three tables appended since: None when one of them did anything but append (or
+    was created again)."""
+    if before.tables_id != t.tables_id:
+        return None
     new_bronze = _appended(spark, settings, t.bronze, before.bronze_snapshot, t.bronze_snapshot)
     new_silver = _appended(spark, settings, t.silver.name, before.silver_snapshot, t.silver_snapshot)
     new_quarantine = _appended(

@@ -125,6 +125,9 @@ def reconcile_pipeline(session: Session, settings: Settings, pipeline: Pipeline)
         bronze_snapshot=position.snapshot_id,
         silver_snapshot=silver_now and silver_now.snapshot_id,
         quarantine_snapshot=quarantine_now and quarantine_now.snapshot_id,
+        tables_id="/".join(
+            fmt.table_id(spark, name) for name in (pipeline.bronze.name, silver.name, sink.quarantine_table)
+        ),
     )
     before = passed_counts(latest_result(settings, silver.name, CHECK_NAME), inputs["rules"])
     counts = (counts_since(spark, settings, tables, before) if before else None) or full_counts(spark, settings, tables)

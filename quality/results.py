@@ -66,7 +66,7 @@ class CheckResult:
     # inputs are unchanged since this result is not run again.
     inputs: dict[str, str] = field(default_factory=dict)
     # What a later run of the check can start from instead of reading everything again (quality.pipeline_counts).
-    state: dict[str, int | None] = field(default_factory=dict)
+    state: dict[str, int | str | None] = field(default_factory=dict)
     # When this result was last carried over unchanged to a later run instead of re-running the check (None: fresh).
     carried_over_at: str | None = None
 

@@ -279,11 +279,14 @@ class DeltaFormat:
         rows = spark.read.schema(schema).parquet(*files) if files else spark.createDataFrame([], schema)
         return None if added is None else rows
 
+    def table_id(self, spark: SparkSession | None, name: str) -> str:
+        """The id in the table's metadata (versions restart at 0 when the table is created again)."""
+        return str(self.delta_table(name).metadata().id)
+
     def _read_up_to(self, name: str, offsets: list[dict]) -> int | None:
         """The newest version the Delta source offset of this table among `offsets` (one per source of a query)
         says is fully read: (v, base index) means every version before v; (v, END_INDEX) means v as well."""
-        table_id = str(self.delta_table(name).metadata().id)
-        found = [o for o in offsets if o.get("reservoirId") == table_id and "reservoirVersion" in o]
+        found = [o for o in offsets if o.get("reservoirId") == self.table_id(None, name) and "reservoirVersion" in o]
         if not found:
             return None
         return version_read(found[0])
@@ -319,14 +322,12 @@ class DeltaFormat:
 
     def current_snapshot(self, spark: SparkSession | None, name: str) -> Snapshot | None:
         """The current version as a snapshot (id = version)."""
-        path = self.location(name)
-        return self._snapshot(read_commit(path, self.delta_table(name).version()))
+        return self._snapshot(read_commit(self.location(name), self.delta_table(name).version()))
 
     def last_data_snapshot(self, spark: SparkSession | None, name: str) -> Snapshot | None:
         """The newest version that is not a compaction."""
         path = self.location(name)
-        version = self.delta_table(name).version()
-        commit = read_commit(path, version)
+        commit = read_commit(path, self.delta_table(name).version())
         while commit.operation == "replace" and commit.version > 0:
             commit = read_commit(path, commit.version - 1)
         return self._snapshot(commit)

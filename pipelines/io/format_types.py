@@ -124,6 +124,11 @@ class TableFormat(Protocol):
         a MERGE) or `since` is not an ancestor of `until`."""
         ...
 
+    def table_id(self, spark: SparkSession | None, name: str) -> str:
+        """The table's identity: a table dropped and created again under the same name has another, so that
+        snapshot ids (Delta: versions) from before are not taken for its own."""
+        ...
+
     def consumer_caught_up(self, spark: SparkSession | None, name: str, checkpoint: Path) -> bool:
         """Whether the stream at `checkpoint` has read every append of `name` and owes no batch."""
         ...

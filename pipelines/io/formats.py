@@ -140,6 +140,9 @@ class TableFormats:
     def appended_rows(self, spark: SparkSession, name: str, since: int | None, until: int) -> DataFrame | None:
         return self.adapter(name).appended_rows(spark, name, since, until)
 
+    def table_id(self, spark: SparkSession | None, name: str) -> str:
+        return self.adapter(name).table_id(spark, name)
+
     def consumer_caught_up(self, spark: SparkSession | None, name: str, checkpoint: Path) -> bool:
         return self.adapter(name).consumer_caught_up(spark, name, checkpoint)
 

@@ -26,7 +26,8 @@ from pipelines.io.iceberg_history import (
     OPERATION_PROPERTY,
     WAP_PREFIX,
     WRITER_PROPERTY,
-    only_appends_between,
+    appended_since,
+    table_uuid,
 )
 from pipelines.io.partition_grain import chosen_partitions, table_grain, widened
 from pipelines.spec.tables import OutputTable
@@ -162,13 +163,12 @@ class IcebergFormat:
         return spark.sql(f"SELECT * FROM {qualified} VERSION AS OF {int(snapshot_id)}")
 
     def appended_rows(self, spark: SparkSession, name: str, since: int | None, until: int) -> DataFrame | None:
-        """Iceberg's incremental append scan (`start-snapshot-id` exclusive, `end-snapshot-id` inclusive)."""
-        if not only_appends_between(spark, self.qualified(name), since, until):
-            return None
-        if since is not None and since != until:
-            reader = spark.read.format("iceberg").option("start-snapshot-id", str(since))
-            return reader.option("end-snapshot-id", str(until)).load(self.qualified(name))
-        return self.read(spark, name, until).limit(0) if since == until else self.read(spark, name, until)
+        """Iceberg's incremental append scan (`iceberg_history.appended_since`)."""
+        return appended_since(spark, self.qualified(name), since, until)
+
+    def table_id(self, spark: SparkSession | None, name: str) -> str:
+        """The table's UUID."""
+        return table_uuid(self._session(spark), self.qualified(name))
 
     def read_stream(self, spark: SparkSession, name: str) -> DataFrame:
         """Iceberg's streaming source over the table's appends.

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
 
 WRITER_PROPERTY = "tributary.writer"
 # A commit made by an operation (reprocess, backfill) rather than a streaming batch, and that commit's own id.
@@ -75,6 +75,24 @@ def added_rows(spark: SparkSession, qualified: str, writer: str, batch_id: int) 
         if batch is not None and batch < batch_id:
             break
     return 0
+
+
+def table_uuid(spark: SparkSession, qualified: str) -> str:
+    """The table's UUID: a table dropped and created again under the same name has another."""
+    return str(load_table(spark, qualified).uuid().toString())
+
+
+def appended_since(spark: SparkSession, qualified: str, since: int | None, until: int) -> DataFrame | None:
+    """The rows the snapshots after `since` (None: the table's start) up to `until` appended, through Iceberg's
+    incremental append scan (`start-snapshot-id` exclusive, `end-snapshot-id` inclusive); None unless each of
+    them appended rows or only rewrote files (`only_appends_between`)."""
+    if not only_appends_between(spark, qualified, since, until):
+        return None
+    if since is not None and since != until:
+        reader = spark.read.format("iceberg").option("start-snapshot-id", str(since))
+        return reader.option("end-snapshot-id", str(until)).load(qualified)
+    rows = spark.sql(f"SELECT * FROM {qualified} VERSION AS OF {int(until)}")
+    return rows if since is None else rows.limit(0)
 
 
 def only_appends_between(spark: SparkSession, qualified: str, since: int | None, until: int) -> bool:

@@ -54,17 +54,42 @@ def _counted_lines(settings: Settings, key: str, files: dict[str, Path], source:
     return {name: int(n) for name, (_, n) in counted.items()}
 
 
+def _rows_per_file(spark: SparkSession, settings: Settings, table: str) -> dict[str, int]:
+    """The table's rows per `_source_file` at its current snapshot, counted in full once and then from what
+    each later snapshot appended (kept under the home with the snapshot they are for); a snapshot that changed
+    rows otherwise (a reprocess), or one no longer known, counts everything again."""
+    fmt = table_format(settings)
+    now = fmt.current_snapshot(spark, table)
+    if now is None:
+        return {}
+    kept = settings.home / "cache" / "landed_lines" / f"{table}.rows.json"
+    table_id = fmt.table_id(spark, table)
+    try:
+        known = json.loads(kept.read_text())
+        since, counts = int(known["snapshot"]), {str(k): int(v) for k, v in known["per_file"].items()}
+        if known["table_id"] != table_id:  # created again: its snapshot ids are not the kept one's
+            since, counts = None, {}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        since, counts = None, {}
+    if since == now.snapshot_id:
+        return counts
+    rows = fmt.appended_rows(spark, table, since, now.snapshot_id) if since is not None else None
+    if rows is None:
+        rows, counts = fmt.read(spark, table, now.snapshot_id), {}
+    for r in rows.groupBy("_source_file").agg(F.count(F.lit(1)).alias("n")).collect():
+        if r["_source_file"] is not None:
+            name = canonical(r["_source_file"])
+            counts[name] = counts.get(name, 0) + int(r["n"])
+    write_atomically(kept, json.dumps({"table_id": table_id, "snapshot": now.snapshot_id, "per_file": counts}))
+    return counts
+
+
 def landed_vs_bronze(
     spark: SparkSession, settings: Settings, bronze_spec: TableSpec, source: FileSource, flow: str = MAIN_FLOW
 ) -> Accounting:
     """Every file the bronze stream (its flow `flow`) read, landed or archived, has as many bronze rows as it has
     lines; notes name files not read yet and files gone from the landing folder and the archive."""
-    bronze = table_format(settings).read(spark, bronze_spec.name)
-    per_file = {
-        canonical(r["_source_file"]): int(r["n"])
-        for r in bronze.groupBy("_source_file").agg(F.count(F.lit(1)).alias("n")).collect()
-        if r["_source_file"] is not None
-    }
+    per_file = _rows_per_file(spark, settings, bronze_spec.name)
     if len(bronze_spec.all_flows()) > 1:  # the table's other flows' rows: another folder, or a Kafka message
         folder = os.path.dirname(canonical(str(landing_folder(settings, source) / "_")))
         per_file = {name: n for name, n in per_file.items() if os.path.dirname(name) == folder}

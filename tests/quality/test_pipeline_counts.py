@@ -8,6 +8,7 @@ from dataclasses import replace
 from pipelines.authoring.load import load_registry
 from pipelines.datasets.ecommerce.sample_data import generate
 from pipelines.io.formats import table_format
+from pipelines.ops.full_refresh import full_refresh
 from pipelines.ops.maintenance.runner import compact_data_files
 from pipelines.run.pipeline import run_pipeline
 from pipelines.spec.registry import Registry
@@ -49,13 +50,13 @@ def test_counts_since_the_last_pass_equal_a_full_count_and_catch_what_a_full_cou
     assert first.passed and not _incremental(first), [o.summary() for o in first.failed]
 
     # New events, and a producer sending a whole file again: valid and rejected lines both come back as duplicates.
-    generate(s.landing, rows=500, files=1, seed=32)
+    new = generate(s.landing, rows=500, files=1, seed=32)
     sent = sorted((s.landing / "events").glob("*.json"))[0]
     shutil.copy(sent, sent.with_name("resent.json"))
     run_pipeline(spark, s, CHAIN)
     second = _reconcile(spark, s)
     assert second.passed and _incremental(second), [o.summary() for o in second.failed]
-    assert second.state["rows"] == first.state["rows"] + 500 + len(sent.read_text().splitlines())
+    assert second.state["rows"] == first.state["rows"] + new.lines + len(sent.read_text().splitlines())
     full = _full(spark, s)
     assert not _incremental(full) and _observed(full) == _observed(second)
     assert {k: v for k, v in full.state.items()} == second.state
@@ -68,6 +69,17 @@ def test_counts_since_the_last_pass_equal_a_full_count_and_catch_what_a_full_cou
     third = _reconcile(spark, s)
     assert third.passed and _incremental(third)
     assert _observed(_full(spark, s)) == _observed(third)
+
+    # A full refresh drops and rebuilds both tables (Delta versions start again at 0): everything is counted again,
+    # per file too.
+    passed = third
+    full_refresh(spark, s, CHAIN, "bronze.events", confirm="bronze.events")
+    more = generate(s.landing, rows=100, files=1, seed=34)
+    run_pipeline(spark, s, CHAIN)
+    rebuilt = _reconcile(spark, s)
+    assert rebuilt.passed and not _incremental(rebuilt), [o.summary() for o in rebuilt.failed]
+    assert rebuilt.state["rows"] == passed.state["rows"] + more.lines
+    assert _observed(_full(spark, s)) == _observed(rebuilt)
 
     # A row appended to silver behind the pipeline doubles a key: the count since the last pass sees it.
     fmt = table_format(s)
