@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from pathlib import Path
@@ -34,6 +35,12 @@ def _lines(path: Path, source: FileSource) -> int:
     return max(count - 1, 0) if source.format == "csv" else count
 
 
+def _keep(path: Path, counts: dict) -> None:
+    """Keep counts for the next reconciliation; a home that cannot be written to just counts again next time."""
+    with contextlib.suppress(OSError):
+        write_atomically(path, json.dumps(counts))
+
+
 def _counted_lines(settings: Settings, key: str, files: dict[str, Path], source: FileSource) -> dict[str, int]:
     """Each file's lines, counted once per version of the file (size, modification time, inode): the counts are
     kept under the home (`cache/landed_lines/<table>.<flow>.json`), so a reconciliation re-reads only the files
@@ -50,7 +57,7 @@ def _counted_lines(settings: Settings, key: str, files: dict[str, Path], source:
         hit = known.get(name)
         counted[name] = hit if isinstance(hit, list) and hit[:1] == [identity] else [identity, _lines(path, source)]
     if counted != known:
-        write_atomically(kept, json.dumps(counted))
+        _keep(kept, counted)
     return {name: int(n) for name, (_, n) in counted.items()}
 
 
@@ -80,7 +87,7 @@ def _rows_per_file(spark: SparkSession, settings: Settings, table: str) -> dict[
         if r["_source_file"] is not None:
             name = canonical(r["_source_file"])
             counts[name] = counts.get(name, 0) + int(r["n"])
-    write_atomically(kept, json.dumps({"table_id": table_id, "snapshot": now.snapshot_id, "per_file": counts}))
+    _keep(kept, {"table_id": table_id, "snapshot": now.snapshot_id, "per_file": counts})
     return counts
 
 
