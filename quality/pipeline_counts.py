@@ -128,24 +128,16 @@ def passed_counts(result: CheckResult | None, rules: str) -> Counts | None:
         return None
 
 
-def _appended(
-    spark: SparkSession, settings: Settings, table: str, since: int | None, until: int | None
-) -> DataFrame | None:
-    """The rows `table` appended after `since` up to `until`; None when they cannot be told apart."""
-    if until is None:
-        return at(spark, settings, table, None) if since is None else None
-    return table_format(settings).appended_rows(spark, table, since, until)
-
-
 def counts_since(spark: SparkSession, settings: Settings, t: Tables, before: Counts) -> Counts | None:
     """`before` plus what the three tables appended since: None when one of them did anything but append (or
     was created again)."""
     if before.tables_id != t.tables_id:
         return None
-    new_bronze = _appended(spark, settings, t.bronze, before.bronze_snapshot, t.bronze_snapshot)
-    new_silver = _appended(spark, settings, t.silver.name, before.silver_snapshot, t.silver_snapshot)
-    new_quarantine = _appended(
-        spark, settings, t.sink.quarantine_table, before.quarantine_snapshot, t.quarantine_snapshot
+    fmt = table_format(settings)
+    new_bronze = fmt.appended_rows(spark, t.bronze, before.bronze_snapshot, t.bronze_snapshot)
+    new_silver = fmt.appended_rows(spark, t.silver.name, before.silver_snapshot, t.silver_snapshot)
+    new_quarantine = fmt.appended_rows(
+        spark, t.sink.quarantine_table, before.quarantine_snapshot, t.quarantine_snapshot
     )
     if new_bronze is None or new_silver is None or new_quarantine is None:
         return None

@@ -273,11 +273,11 @@ class DeltaFormat:
 
     def appended_rows(self, spark: SparkSession, name: str, since: int | None, until: int) -> DataFrame | None:
         """The Parquet files the versions added (from their `add` actions), read with the table's schema."""
-        path, schema = self.location(name), self._schema(self.delta_table(name, until))
-        added = appended_between(path, since, until)
-        files = [str(data_path(path, a)) for a in added or ()]
-        rows = spark.read.schema(schema).parquet(*files) if files else spark.createDataFrame([], schema)
-        return None if added is None else rows
+        path = self.location(name)
+        if (added := appended_between(path, since, until)) is None:
+            return None
+        files, schema = [str(data_path(path, a)) for a in added], self._schema(self.delta_table(name, until))
+        return spark.read.schema(schema).parquet(*files) if files else spark.createDataFrame([], schema)
 
     def table_id(self, spark: SparkSession | None, name: str) -> str:
         """The id in the table's metadata (versions restart at 0 when the table is created again)."""

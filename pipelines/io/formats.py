@@ -137,7 +137,10 @@ class TableFormats:
     def read_stream(self, spark: SparkSession, name: str) -> DataFrame:
         return self.adapter(name).read_stream(spark, name)
 
-    def appended_rows(self, spark: SparkSession, name: str, since: int | None, until: int) -> DataFrame | None:
+    def appended_rows(self, spark: SparkSession, name: str, since: int | None, until: int | None) -> DataFrame | None:
+        """As `TableFormat.appended_rows`; `until` None (a table never written) has appended nothing."""
+        if until is None:
+            return self.read(spark, name).limit(0) if since is None else None
         return self.adapter(name).appended_rows(spark, name, since, until)
 
     def table_id(self, spark: SparkSession | None, name: str) -> str:
