@@ -138,6 +138,20 @@ def build_spec(d: Declaration, specs: dict[str, TableSpec]) -> TableSpec:
     rules: tuple[Rule, ...] = d.rules
     if kind.validates:
         rules = (*(landed_rules(upstream.name) if landed else ()), *key_rules(kind.keys, d.rules), *d.rules)
+    own = [r.name for r in d.rules]
+    platform = {r.name for r in rules[: len(rules) - len(own)]}
+    clash = next((n for n in own if own.count(n) > 1 or n in platform), None)
+    if clash:
+        # A name is a rejected row's reason and a run's failure count: two rules under one would be counted as one.
+        what = (
+            f"names a row expectation {clash!r}, the name of the platform's own rule on landed rows"
+            if clash in platform
+            else f"declares two row expectations named {clash!r}"
+        )
+        raise d.error(
+            f"{what} (a name is the reason a row is quarantined)",
+            "give each expectation its own name",
+        )
     call = _caller(d)
     transform = kind.transform(d, rules, call)
     params = runner_params(d) if d.params else ()

@@ -132,6 +132,18 @@ def clean(bronze_{p}_raw):
     _fails(tmp_path, body, "function clean", "put the table decorator first")
 
 
+def test_two_expectations_under_one_name(tmp_path):
+    body = """
+
+@tb.silver(write=tb.dedupe("id", time="at"))
+@tb.expect_or_quarantine("positive", "n > 0")
+@tb.expect("positive", "n > 1")
+def clean(bronze_{p}_raw):
+    return bronze_{p}_raw
+"""
+    _fails(tmp_path, body, "function clean", "declares two row expectations named 'positive'", "its own name")
+
+
 def test_a_sql_table_reading_nothing(tmp_path):
     _fails(tmp_path, "", "empty.sql:1", "reads no table", files={"empty.sql": "-- keys: x\nSELECT 1 AS x\n"})
 
