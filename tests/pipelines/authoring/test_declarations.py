@@ -132,16 +132,23 @@ def clean(bronze_{p}_raw):
     _fails(tmp_path, body, "function clean", "put the table decorator first")
 
 
-def test_two_expectations_under_one_name(tmp_path):
-    body = """
+@pytest.mark.parametrize(
+    ("second", "expected"),
+    [
+        ('@tb.expect("positive", "n > 1")', "declares two row expectations named 'positive'"),
+        ('@tb.expect("well_formed", "n > 1")', "'well_formed', the name of the platform's own rule on landed rows"),
+    ],
+)
+def test_two_expectations_under_one_name(tmp_path, second, expected):
+    body = f"""
 
 @tb.silver(write=tb.dedupe("id", time="at"))
 @tb.expect_or_quarantine("positive", "n > 0")
-@tb.expect("positive", "n > 1")
-def clean(bronze_{p}_raw):
-    return bronze_{p}_raw
+{second}
+def clean(bronze_{{p}}_raw):
+    return bronze_{{p}}_raw
 """
-    _fails(tmp_path, body, "function clean", "declares two row expectations named 'positive'", "its own name")
+    _fails(tmp_path, body, "function clean", expected, "its own name")
 
 
 def test_a_sql_table_reading_nothing(tmp_path):
