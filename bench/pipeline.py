@@ -15,7 +15,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from bench.plain_increment import copy_chain, plain_increment
-from bench.quality import TARGET_RATIO, increment_reconciliation, silver_checks
+from bench.quality import TARGET_RATIO, increment_checks, silver_checks
 from bench.wide_data import WIDE_SCHEMA, generate_wide_csv
 from infra.settings import Settings
 from infra.spark import get_spark
@@ -250,9 +250,7 @@ def bench_pipeline(settings: Settings, rows: int = 1_000_000, files: int = 20) -
     result["small_increment_stages"] = _stages(increment)
     result["small_increment_streams_started"] = sum(not r.skipped for r in increment)
     silver_increment = next(r for r in increment if r.table == "silver.events").seconds
-    result["quality_increment"] = increment_reconciliation(
-        spark, warm, default_registry(), "silver.events", silver_increment
-    )
+    result["quality_increment"] = increment_checks(spark, warm, default_registry(), "silver.events", silver_increment)
     plain = plain_increment(spark, warm, default_registry(), [str(f) for f in landed.files])
     result["small_increment_plain_spark"] = plain
     result["ratio_small_increment_vs_plain_spark"] = round(result["small_increment_seconds"] / plain["seconds"], 2)

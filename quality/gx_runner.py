@@ -21,6 +21,7 @@ from infra.spark import Session, running_session, started_session
 from pipelines.io.formats import table_format
 from pipelines.spec.expectations import GX_KINDS, Expectation
 from pipelines.spec.tables import TableSpec
+from quality.gx_increment import TABLE_ID_STATE, increment_since_passed, keys_stored_before
 from quality.inputs import carried_over, digest, oldest_allowed, snapshot_version, snapshot_versions
 from quality.results import MAX_SAMPLES, CheckResult, Outcome, plain
 
@@ -170,10 +171,10 @@ class _Validation:
     def run(self, batch: Any, expectations: dict[int, Expectation], part: str) -> dict[int, list[Any]]:
         """Validate `expectations` (by index) as one GX suite named after the table and `part`; results by index.
 
-        Part `data` asks GX for pass/fail only (BOOLEAN_ONLY skips the Spark jobs that collect samples, about half
-        of them). Part `details`, run on failed expectations (and passed freshness ones, for their newest value),
-        asks for counts and samples, and turns single-column unique keys into GX's per-row expectation, which can
-        name the duplicates.
+        Parts `data` and `appended` ask GX for pass/fail only (BOOLEAN_ONLY skips the Spark jobs that collect
+        samples, about half of them). Part `details`, run on failed expectations (and passed freshness ones, for
+        their newest value), asks for counts and samples, and turns single-column unique keys into GX's per-row
+        expectation, which can name the duplicates.
         """
         gx_expectations: list[Any] = []
         for index, exp in expectations.items():
@@ -186,7 +187,8 @@ class _Validation:
         suite = self.context.suites.add(
             self.gx.ExpectationSuite(name=f"{self.spec.name}:{part}", expectations=gx_expectations)
         )
-        result_format = {"result_format": "BOOLEAN_ONLY" if part == "data" else "BASIC", "partial_unexpected_count": 20}
+        detail = "BOOLEAN_ONLY" if part in ("data", "appended") else "BASIC"
+        result_format = {"result_format": detail, "partial_unexpected_count": 20}
         results: dict[int, list[Any]] = {index: [] for index in expectations}
         for r in batch.validate(suite, result_format=result_format).results:
             results[int(r.expectation_config.meta[_META_KEY])].append(r)
@@ -200,7 +202,8 @@ def validate_table(
 
     One GX validation checks the schema on an empty frame, one checks the data (pass or fail only) on a persisted
     projection of the columns the expectations name; only when some fail does a third one, on those alone, count
-    the unexpected rows and collect samples.
+    the unexpected rows and collect samples. Row expectations that passed at an earlier snapshot are validated on
+    the rows appended since, when the table only appended (`quality.gx_increment`).
 
     Returns one `CheckResult` per severity present: `"error"` (the blocking check `expectations`) and `"warn"`
     (the non-blocking check `expectations_warn`). When the table, the upstreams it is compared with and the suite
@@ -226,7 +229,6 @@ def validate_table(
     spark = df.sparkSession if df is not None else started_session(session, settings)
     import great_expectations as gx
     from great_expectations.data_context.types.base import ProgressBarsConfig
-    from pyspark import StorageLevel
 
     snapshot: int | None = None
     rows: int | None = None
@@ -235,7 +237,9 @@ def validate_table(
     context = gx.get_context(mode="ephemeral")
     context.variables.progress_bars = ProgressBarsConfig(globally=False, metric_calculations=False)
     batch_definition = (
-        context.data_sources.add_spark("tributary")
+        # persist=False: GX would cache every column of each frame it is given, and never release it; the row
+        # expectations' projection is persisted here instead, and table-level ones read table metadata.
+        context.data_sources.add_spark("tributary", persist=False)
         .add_dataframe_asset(spec.name.replace(".", "__"))
         .add_batch_definition_whole_dataframe("table")
     )
@@ -248,22 +252,23 @@ def validate_table(
     if schema:
         empty = batch_definition.get_batch(batch_parameters={"dataframe": df.limit(0)})
         by_expectation.update(validation.run(empty, schema, "schema"))
+    increment, notes, state = None, [], {}
+    if snapshot is not None:
+        state[TABLE_ID_STATE] = table_format(settings).table_id(spark, spec.name)
+    if data and inputs:
+        checks = [CHECK_NAMES[s] for s in sorted({e.severity for e in expectations})]
+        increment = increment_since_passed(spark, settings, spec, checks, inputs, snapshot, rows or 0)
+    covered = {i: e for i, e in data.items() if increment is not None and increment.covers(e)}
+    if increment is not None and covered:
+        # Only pass or fail is needed here: on any failure the whole table is validated, for exact counts.
+        on_appended = _validate_frame(validation, batch_definition, increment.rows, covered, "appended")
+        passed = all(r.success for i in covered for r in on_appended[i])
+        if passed and not keys_stored_before(spark, settings, spec, increment):
+            by_expectation.update(on_appended)
+            data = {i: e for i, e in data.items() if i not in covered}
+            notes.append(increment.note(len(covered)))
     if data:
-        owned = not df.is_cached  # a caller's cached frame is used as it is, and stays cached
-        if owned:
-            columns = sorted({c for e in data.values() for c in e.columns}) or df.columns[:1]
-            df = df.select(*columns).persist(StorageLevel.MEMORY_AND_DISK)
-        try:
-            batch = batch_definition.get_batch(batch_parameters={"dataframe": df})
-            by_expectation.update(validation.run(batch, data, "data"))
-            failed = {i: e for i, e in data.items() if not all(r.success for r in by_expectation[i])}
-            # A passed freshness needs its newest value on record: the result is carried over while it holds.
-            fresh = {i: e for i, e in data.items() if e.kind == "fresh" and i not in failed}
-            if failed or fresh:
-                by_expectation.update(validation.run(batch, {**failed, **fresh}, "details"))
-        finally:
-            if owned:
-                df.unpersist()
+        by_expectation.update(_validate_frame(validation, batch_definition, df, data, "data"))
     outcomes = [_outcome(e, by_expectation.get(i, []), validation.notes[i]) for i, e in enumerate(expectations)]
     if rows is None:
         rows = next((o.element_count for o in outcomes if o.element_count is not None), None)
@@ -285,5 +290,35 @@ def validate_table(
                 engine=f"great_expectations {gx.__version__}",
                 # Carried over later only if the snapshot validated is the one the inputs were read at.
                 inputs=inputs if inputs.get(f"snapshot:{spec.name}") == snapshot_version(snapshot) else {},
+                notes=notes,
+                state=state,
             )
     return results
+
+
+def _validate_frame(
+    validation: _Validation, batch_definition: Any, df: DataFrame, data: dict[int, Expectation], part: str
+) -> dict[int, list[Any]]:
+    """Validate the data expectations `data` on `df`: pass or fail, then (in part `data`) the details of failed
+    ones and of passed freshness ones. Row expectations read a persisted projection of the columns they name
+    (GX runs several Spark jobs over the same rows); a caller's cached frame is used as it is."""
+    from pyspark import StorageLevel
+
+    owned = not df.is_cached and any(e.kind in ROW_KINDS for e in data.values())
+    if owned:
+        columns = sorted({c for e in data.values() for c in e.columns}) or df.columns[:1]
+        df = df.select(*columns).persist(StorageLevel.MEMORY_AND_DISK)
+    try:
+        batch = batch_definition.get_batch(batch_parameters={"dataframe": df})
+        results = validation.run(batch, data, part)
+        if part != "data":
+            return results
+        failed = {i: e for i, e in data.items() if not all(r.success for r in results[i])}
+        # A passed freshness needs its newest value on record: the result is carried over while it holds.
+        fresh = {i: e for i, e in data.items() if e.kind == "fresh" and i not in failed}
+        if failed or fresh:
+            results.update(validation.run(batch, {**failed, **fresh}, "details"))
+        return results
+    finally:
+        if owned:
+            df.unpersist()

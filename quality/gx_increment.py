@@ -1,0 +1,99 @@
+"""Validate only what changed: a table's row expectations on the rows appended since they last passed.
+
+A row expectation that passed with no row allowed to fail (not null, in set, between with `mostly` 1, or unique)
+passed on every row of the snapshot it was checked at. When every snapshot of the table since then only appended
+rows or rewrote files (a compaction), the rows that expectation has not seen are exactly the appended ones: it
+passes on the table if it passes on them (and, for `unique`, none of their keys was stored before). Anything
+else (a failure, a changed suite, a table created again, a delete, an overwrite) is validated on the whole table.
+Table-level expectations (row counts, freshness) and those that failed before always read the whole table.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import reduce
+from typing import TYPE_CHECKING
+
+from pyspark.sql import functions as F
+
+from infra.settings import Settings
+from pipelines.io.formats import table_format
+from pipelines.spec.expectations import Expectation
+from pipelines.spec.tables import TableSpec
+from quality.results import latest_result
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+# The expectations that hold for a table when they hold for each of its appends (with no row allowed to fail).
+ADDITIVE_KINDS = frozenset({"not_null", "in_set", "between", "unique"})
+TABLE_ID_STATE = "table_id"
+
+
+@dataclass(frozen=True)
+class Increment:
+    """The rows a table appended since its row expectations named `passed` last passed, at snapshot `since`."""
+
+    since: int
+    rows: DataFrame
+    appended: int
+    passed: frozenset[str]
+
+    def covers(self, exp: Expectation) -> bool:
+        """Whether `exp` can be validated on the appended rows alone."""
+        return exp.kind in ADDITIVE_KINDS and exp.mostly == 1.0 and exp.label in self.passed
+
+    def note(self, validated: int) -> str:
+        """What was validated where, for the result's notes."""
+        return (
+            f"{validated} row expectation(s) validated on the {self.appended} row(s) appended since snapshot "
+            f"{self.since}, where they last passed; the others on the whole table"
+        )
+
+
+def increment_since_passed(
+    spark: SparkSession,
+    settings: Settings,
+    spec: TableSpec,
+    checks: list[str],
+    inputs: dict[str, str],
+    snapshot: int | None,
+    rows: int,
+) -> Increment | None:
+    """The appended rows since the snapshot the latest results of `checks` validated, when those results read the
+    same suite of the same table and everything since only appended; else None."""
+    found = [latest_result(settings, spec.name, check) for check in checks]
+    previous = [r for r in found if r is not None and r.inputs]
+    if snapshot is None or len(previous) != len(checks):
+        return None
+    fmt = table_format(settings)
+    facts = {(r.snapshot_id, r.rows_checked, r.inputs.get("suite"), r.state.get(TABLE_ID_STATE)) for r in previous}
+    if len(facts) != 1:  # the checks of one validation read one snapshot
+        return None
+    ((since, rows_before, suite, table_id),) = facts
+    if since is None or rows_before is None or suite != inputs.get("suite") or int(since) == snapshot:
+        return None
+    if table_id != fmt.table_id(spark, spec.name):  # created again: its snapshots are another table's
+        return None
+    appended = fmt.appended_rows(spark, spec.name, int(since), snapshot)
+    if appended is None:
+        return None
+    passed = frozenset(o.name for r in previous for o in r.outcomes if o.success)
+    return Increment(int(since), appended, rows - rows_before, passed)
+
+
+def keys_stored_before(spark: SparkSession, settings: Settings, spec: TableSpec, increment: Increment) -> list[str]:
+    """The `unique` expectations covered by `increment` some of whose appended keys the table held before (the
+    rows at `since`), compared null-safely; a key whose columns are all missing is not a key."""
+    fmt, clashing = table_format(settings), []
+    for exp in spec.expectations:
+        if exp.kind != "unique" or not increment.covers(exp):
+            continue
+        columns = list(exp.columns)
+        present = reduce(lambda a, b: a | b, [F.col(c).isNotNull() for c in columns])
+        new = increment.rows.select(*columns).filter(present).distinct().alias("new")
+        old = fmt.read(spark, spec.name, increment.since).select(*columns).alias("old")
+        same = reduce(lambda a, b: a & b, [F.col(f"old.{c}").eqNullSafe(F.col(f"new.{c}")) for c in columns])
+        if old.join(new, same, "left_semi").limit(1).count():
+            clashing.append(exp.label)
+    return clashing
