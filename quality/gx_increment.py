@@ -18,15 +18,13 @@ from pyspark.sql import functions as F
 
 from infra.settings import Settings
 from pipelines.io.formats import table_format
-from pipelines.spec.expectations import Expectation
+from pipelines.spec.expectations import ROW_KINDS, Expectation
 from pipelines.spec.tables import TableSpec
 from quality.results import latest_result
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-# The expectations that hold for a table when they hold for each of its appends (with no row allowed to fail).
-ADDITIVE_KINDS = frozenset({"not_null", "in_set", "between", "unique"})
 TABLE_ID_STATE = "table_id"
 
 
@@ -41,7 +39,7 @@ class Increment:
 
     def covers(self, exp: Expectation) -> bool:
         """Whether `exp` can be validated on the appended rows alone."""
-        return exp.kind in ADDITIVE_KINDS and exp.mostly == 1.0 and exp.label in self.passed
+        return exp.kind in ROW_KINDS and exp.mostly == 1.0 and exp.label in self.passed
 
     def note(self, validated: int) -> str:
         """What was validated where, for the result's notes."""

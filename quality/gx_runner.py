@@ -1,9 +1,10 @@
 """Run a table's expectations with Great Expectations 1.x on the Spark DataFrame of the table.
 
 One ephemeral GX context and Spark data source per check run, whole-DataFrame batches. The table is read at
-its current snapshot (pinned, so the numbers refer to one table version); the columns the expectations name are
-persisted for the duration of the validation, because GX computes its metrics in many Spark jobs over the same
-rows.
+its current snapshot (pinned, so the numbers refer to one table version) and nothing is cached: GX bundles the
+metrics into a few aggregates, each reads only the columns it names from Parquet, and row counts and maxima come
+from table metadata where the format keeps them. Caching the columns first cost more than the scans it saved (on
+1 M rows, 4.2 s against 3.8 s warm) and held the table in memory.
 Great Expectations is imported inside the functions: it takes seconds to import and only checks need it.
 """
 
@@ -19,7 +20,7 @@ from infra.errors import ConfigError, PipelineError
 from infra.settings import Settings
 from infra.spark import Session, running_session, started_session
 from pipelines.io.formats import table_format
-from pipelines.spec.expectations import GX_KINDS, Expectation
+from pipelines.spec.expectations import GX_KINDS, ROW_KINDS, Expectation
 from pipelines.spec.tables import TableSpec
 from quality.gx_increment import TABLE_ID_STATE, increment_since_passed, keys_stored_before
 from quality.inputs import carried_over, digest, oldest_allowed, snapshot_version, snapshot_versions
@@ -121,9 +122,6 @@ def _open(value: int | None) -> str:
     return "-inf" if value is None else str(value)
 
 
-ROW_KINDS = frozenset({"not_null", "unique", "in_set", "between"})
-
-
 def _outcome(exp: Expectation, results: list[Any], notes: list[str]) -> Outcome:
     """Fold the GX results of one expectation (several for a schema) into one outcome."""
     outcome = Outcome(name=exp.label, severity=exp.severity, success=all(r.success for r in results))
@@ -200,10 +198,10 @@ def validate_table(
 ) -> dict[str, CheckResult]:
     """Evaluate the spec's GX expectations on the whole table at its current snapshot (or on `df`).
 
-    One GX validation checks the schema on an empty frame, one checks the data (pass or fail only) on a persisted
-    projection of the columns the expectations name; only when some fail does a third one, on those alone, count
-    the unexpected rows and collect samples. Row expectations that passed at an earlier snapshot are validated on
-    the rows appended since, when the table only appended (`quality.gx_increment`).
+    One GX validation checks the schema on an empty frame, one checks the data (pass or fail only); only when
+    some fail does a third one, on those alone, count the unexpected rows and collect samples. Row expectations
+    that passed at an earlier snapshot are validated on the rows appended since, when the table only appended
+    (`quality.gx_increment`).
 
     Returns one `CheckResult` per severity present: `"error"` (the blocking check `expectations`) and `"warn"`
     (the non-blocking check `expectations_warn`). When the table, the upstreams it is compared with and the suite
@@ -237,16 +235,14 @@ def validate_table(
     context = gx.get_context(mode="ephemeral")
     context.variables.progress_bars = ProgressBarsConfig(globally=False, metric_calculations=False)
     batch_definition = (
-        # persist=False: GX would cache every column of each frame it is given, and never release it; the row
-        # expectations' projection is persisted here instead, and table-level ones read table metadata.
+        # persist=False: GX would cache every column of each frame it is given, and never release it.
         context.data_sources.add_spark("tributary", persist=False)
         .add_dataframe_asset(spec.name.replace(".", "__"))
         .add_batch_definition_whole_dataframe("table")
     )
     validation = _Validation(gx, context, spark, settings, spec)
     by_expectation: dict[int, list[Any]] = {}
-    # The schema is metadata: validated on an empty frame. The data expectations read only the columns they name,
-    # from a projection persisted for the validation (GX runs several Spark jobs over the same rows).
+    # The schema is metadata: validated on an empty frame.
     schema = {i: e for i, e in enumerate(expectations) if e.kind == "schema"}
     data = {i: e for i, e in enumerate(expectations) if e.kind != "schema"}
     if schema:
@@ -300,25 +296,14 @@ def _validate_frame(
     validation: _Validation, batch_definition: Any, df: DataFrame, data: dict[int, Expectation], part: str
 ) -> dict[int, list[Any]]:
     """Validate the data expectations `data` on `df`: pass or fail, then (in part `data`) the details of failed
-    ones and of passed freshness ones. Row expectations read a persisted projection of the columns they name
-    (GX runs several Spark jobs over the same rows); a caller's cached frame is used as it is."""
-    from pyspark import StorageLevel
-
-    owned = not df.is_cached and any(e.kind in ROW_KINDS for e in data.values())
-    if owned:
-        columns = sorted({c for e in data.values() for c in e.columns}) or df.columns[:1]
-        df = df.select(*columns).persist(StorageLevel.MEMORY_AND_DISK)
-    try:
-        batch = batch_definition.get_batch(batch_parameters={"dataframe": df})
-        results = validation.run(batch, data, part)
-        if part != "data":
-            return results
-        failed = {i: e for i, e in data.items() if not all(r.success for r in results[i])}
-        # A passed freshness needs its newest value on record: the result is carried over while it holds.
-        fresh = {i: e for i, e in data.items() if e.kind == "fresh" and i not in failed}
-        if failed or fresh:
-            results.update(validation.run(batch, {**failed, **fresh}, "details"))
+    ones and of passed freshness ones."""
+    batch = batch_definition.get_batch(batch_parameters={"dataframe": df})
+    results = validation.run(batch, data, part)
+    if part != "data":
         return results
-    finally:
-        if owned:
-            df.unpersist()
+    failed = {i: e for i, e in data.items() if not all(r.success for r in results[i])}
+    # A passed freshness needs its newest value on record: the result is carried over while it holds.
+    fresh = {i: e for i, e in data.items() if e.kind == "fresh" and i not in failed}
+    if failed or fresh:
+        results.update(validation.run(batch, {**failed, **fresh}, "details"))
+    return results

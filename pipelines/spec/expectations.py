@@ -32,6 +32,9 @@ Kind = Literal[
 GX_KINDS: frozenset[str] = frozenset(
     {"not_null", "unique", "in_set", "between", "row_count", "row_count_vs_upstream", "fresh", "schema"}
 )
+# Kinds that judge each row on its own (or, for `unique`, against the other rows): with no row allowed to fail,
+# such an expectation holds for a table when it holds for each part of it.
+ROW_KINDS: frozenset[str] = frozenset({"not_null", "unique", "in_set", "between"})
 Scalar = int | float | str
 
 
