@@ -30,9 +30,11 @@ TABLE_ID_STATE = "table_id"
 
 @dataclass(frozen=True)
 class Increment:
-    """The rows a table appended since its row expectations named `passed` last passed, at snapshot `since`."""
+    """The rows a table appended after snapshot `since` (where its row expectations named `passed` last passed)
+    up to snapshot `until`."""
 
     since: int
+    until: int
     rows: DataFrame
     appended: int
     passed: frozenset[str]
@@ -77,21 +79,28 @@ def increment_since_passed(
     if appended is None:
         return None
     passed = frozenset(o.name for r in previous for o in r.outcomes if o.success)
-    return Increment(int(since), appended, rows - rows_before, passed)
+    return Increment(int(since), snapshot, appended, rows - rows_before, passed)
 
 
 def keys_stored_before(spark: SparkSession, settings: Settings, spec: TableSpec, increment: Increment) -> list[str]:
-    """The `unique` expectations covered by `increment` some of whose appended keys the table held before (the
-    rows at `since`), compared null-safely; a key whose columns are all missing is not a key."""
+    """The `unique` expectations covered by `increment` some of whose appended keys the table held before,
+    compared null-safely (a key whose columns are all missing is not a key).
+
+    The appended keys are unique among themselves (GX has just checked that), so the table at `until` holds each
+    of them once unless it held it before: the table's rows with these keys are counted, not the table at `since`
+    read back, which needs no older snapshot's files (a vacuum may have removed them)."""
     fmt, clashing = table_format(settings), []
     for exp in spec.expectations:
         if exp.kind != "unique" or not increment.covers(exp):
             continue
         columns = list(exp.columns)
         present = reduce(lambda a, b: a | b, [F.col(c).isNotNull() for c in columns])
-        new = increment.rows.select(*columns).filter(present).distinct().alias("new")
-        old = fmt.read(spark, spec.name, increment.since).select(*columns).alias("old")
-        same = reduce(lambda a, b: a & b, [F.col(f"old.{c}").eqNullSafe(F.col(f"new.{c}")) for c in columns])
-        if old.join(new, same, "left_semi").limit(1).count():
-            clashing.append(exp.label)
+        new = increment.rows.select(*columns).filter(present).persist()
+        try:
+            table = fmt.read(spark, spec.name, increment.until).select(*columns).alias("table")
+            same = reduce(lambda a, b: a & b, [F.col(f"table.{c}").eqNullSafe(F.col(f"new.{c}")) for c in columns])
+            if table.join(new.alias("new"), same, "left_semi").count() != new.count():
+                clashing.append(exp.label)
+        finally:
+            new.unpersist()
     return clashing
