@@ -59,9 +59,11 @@ def increment_since_passed(
     inputs: dict[str, str],
     snapshot: int | None,
     rows: int,
+    table_id: str,
 ) -> Increment | None:
     """The appended rows since the snapshot the latest results of `checks` validated, when those results read the
-    same suite of the same table and everything since only appended; else None."""
+    same suite of the same table (`table_id`, `TableFormat.table_id`) and everything since only appended; else
+    None."""
     found = [latest_result(settings, spec.name, check) for check in checks]
     previous = [r for r in found if r is not None and r.inputs]
     if snapshot is None or len(previous) != len(checks):
@@ -70,10 +72,10 @@ def increment_since_passed(
     facts = {(r.snapshot_id, r.rows_checked, r.inputs.get("suite"), r.state.get(TABLE_ID_STATE)) for r in previous}
     if len(facts) != 1:  # the checks of one validation read one snapshot
         return None
-    ((since, rows_before, suite, table_id),) = facts
+    ((since, rows_before, suite, validated_id),) = facts
     if since is None or rows_before is None or suite != inputs.get("suite") or int(since) == snapshot:
         return None
-    if table_id != fmt.table_id(spark, spec.name):  # created again: its snapshots are another table's
+    if validated_id != table_id:  # created again: its snapshots are another table's
         return None
     appended = fmt.appended_rows(spark, spec.name, int(since), snapshot)
     if appended is None:
@@ -87,20 +89,18 @@ def keys_stored_before(spark: SparkSession, settings: Settings, spec: TableSpec,
     compared null-safely (a key whose columns are all missing is not a key).
 
     The appended keys are unique among themselves (GX has just checked that), so the table at `until` holds each
-    of them once unless it held it before: the table's rows with these keys are counted, not the table at `since`
-    read back, which needs no older snapshot's files (a vacuum may have removed them)."""
+    of them once unless it held it before: the table's rows with these keys are grouped by key, which needs no
+    older snapshot's files (a vacuum may have removed them)."""
     fmt, clashing = table_format(settings), []
     for exp in spec.expectations:
         if exp.kind != "unique" or not increment.covers(exp):
             continue
         columns = list(exp.columns)
         present = reduce(lambda a, b: a | b, [F.col(c).isNotNull() for c in columns])
-        new = increment.rows.select(*columns).filter(present).persist()
-        try:
-            table = fmt.read(spark, spec.name, increment.until).select(*columns).alias("table")
-            same = reduce(lambda a, b: a & b, [F.col(f"table.{c}").eqNullSafe(F.col(f"new.{c}")) for c in columns])
-            if table.join(new.alias("new"), same, "left_semi").count() != new.count():
-                clashing.append(exp.label)
-        finally:
-            new.unpersist()
+        new = increment.rows.select(*columns).filter(present).alias("new")
+        table = fmt.read(spark, spec.name, increment.until).select(*columns).alias("table")
+        same = reduce(lambda a, b: a & b, [F.col(f"table.{c}").eqNullSafe(F.col(f"new.{c}")) for c in columns])
+        held = table.join(new, same, "left_semi").groupBy(*columns).count()
+        if held.filter("count > 1").limit(1).collect():
+            clashing.append(exp.label)
     return clashing

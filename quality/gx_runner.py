@@ -253,7 +253,8 @@ def validate_table(
         state[TABLE_ID_STATE] = table_format(settings).table_id(spark, spec.name)
     if data and inputs:
         checks = [CHECK_NAMES[s] for s in sorted({e.severity for e in expectations})]
-        increment = increment_since_passed(spark, settings, spec, checks, inputs, snapshot, rows or 0)
+        table_id = state.get(TABLE_ID_STATE, "")
+        increment = increment_since_passed(spark, settings, spec, checks, inputs, snapshot, rows or 0, table_id)
     covered = {i: e for i, e in data.items() if increment is not None and increment.covers(e)}
     if increment is not None and covered:
         # Only pass or fail is needed here: on any failure the whole table is validated, for exact counts.
