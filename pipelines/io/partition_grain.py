@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 from datetime import date, timedelta
 
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from infra.identifiers import COLUMN_PATTERN
@@ -65,7 +65,7 @@ def chosen_partitions(spark: SparkSession, partition_by: tuple[str, ...], upstre
     """`partition_by` with each `days(<time>)` coarsened by the days `<time>` takes in the (qualified) `upstream`
     table (one read of that column, once, when the table is created); unchanged without an upstream, when the
     upstream lacks the column or holds no time yet. Distinct days rather than the span, so that one far-off
-    time does not coarsen a table."""
+    time does not coarsen a table; they are counted only when the span is longer than `MAX_FIRST_PARTITIONS`."""
     if upstream is None or not spark.catalog.tableExists(upstream):
         return partition_by
     rows = spark.table(upstream)
@@ -73,6 +73,9 @@ def chosen_partitions(spark: SparkSession, partition_by: tuple[str, ...], upstre
     for item in partition_by:
         transform = time_transform(item)
         if transform and transform[0] == "days" and transform[1] in rows.columns:
+            if _span_in_days(rows, transform[1]) <= MAX_FIRST_PARTITIONS:
+                chosen.append(item)  # no more distinct days than the span: days stay, without counting them
+                continue
             day = F.to_date(F.col(transform[1])).alias("day")
             found = rows.select(day).where("day IS NOT NULL").distinct()
             counts = found.agg(F.count(F.lit(1)), F.countDistinct(F.trunc("day", "month"))).first()
@@ -80,6 +83,14 @@ def chosen_partitions(spark: SparkSession, partition_by: tuple[str, ...], upstre
                 item = f"{grain_for(counts[0], counts[1])}({transform[1]})"
         chosen.append(item)
     return tuple(chosen)
+
+
+def _span_in_days(rows: DataFrame, column: str) -> int:
+    """The calendar days from the first to the last day of `column`, both counted (0 when it holds no time): from
+    its minimum and maximum, which Iceberg answers from its file statistics without reading the data."""
+    bounds = rows.agg(F.min(column).alias("lo"), F.max(column).alias("hi"))
+    span = bounds.select(F.datediff(F.to_date("hi"), F.to_date("lo")) + 1).first()
+    return 0 if span is None or span[0] is None else int(span[0])
 
 
 def table_grain(spark: SparkSession, qualified: str, column: str) -> str:

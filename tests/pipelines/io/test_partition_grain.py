@@ -57,7 +57,16 @@ def test_a_default_days_layout_follows_the_upstream_span(spark: SparkSession, fr
     _upstream(spark, fmt, "bronze.ten_days", [*every_day[:10], "2099-12-31 23:00:00"])
     every_month = [f"{2001 + i // 12}-{i % 12 + 1:02d}-01 00:00:00" for i in range(101)]
     _upstream(spark, fmt, "bronze.decades", [*every_day[:101], *every_month])
-    for upstream, grain in (("bronze.two_years", "months"), ("bronze.ten_days", "days"), ("bronze.decades", "years")):
+    # A span of at most 100 days is decided from the column's bounds; one day more and the days are counted.
+    _upstream(spark, fmt, "bronze.hundred_days", every_day[:100])
+    _upstream(spark, fmt, "bronze.hundred_and_one_days", every_day[:101])
+    for upstream, grain in (
+        ("bronze.two_years", "months"),
+        ("bronze.ten_days", "days"),
+        ("bronze.decades", "years"),
+        ("bronze.hundred_days", "days"),
+        ("bronze.hundred_and_one_days", "months"),
+    ):
         name = f"silver.from_{upstream.split('.')[1]}"
         fmt.ensure_table(spark, OutputTable(name, SCHEMA, ("days(ts)",), grain_from=upstream))
         assert table_grain(spark, fmt.qualified(name), "ts") == grain, name
