@@ -20,7 +20,7 @@ from infra.settings import Settings
 from pipelines.io.formats import table_format
 from pipelines.spec.rules import passes_rules
 from pipelines.spec.tables import TableSpec
-from pipelines.write.sinks import QUARANTINE_IDENTITY, ValidateDedupeSink
+from pipelines.write.sinks import QUARANTINE_IDENTITY, ValidateDedupeSink, quarantine_identity
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -86,7 +86,7 @@ def full_counts(spark: SparkSession, settings: Settings, t: Tables) -> Counts:
     records = seen.groupBy(
         is_valid.alias("_valid"),
         F.when(is_valid, F.struct(*keys)).alias("_key"),
-        (F.when(~is_valid, F.col(identity)) if identity else F.lit(None)).alias("_identity"),
+        (F.when(~is_valid, quarantine_identity(seen)) if identity else F.lit(None)).alias("_identity"),
     ).agg(F.count(F.lit(1)).alias("_rows"))
     valid_group, invalid_group, rows_of = F.col("_valid"), ~F.col("_valid"), F.col("_rows")
     distinct_invalid = (
@@ -159,7 +159,7 @@ def counts_since(spark: SparkSession, settings: Settings, t: Tables, before: Cou
         finally:
             known.unpersist()
         if identity:
-            rejected = seen.filter(~F.col("_valid")).select(identity).distinct()
+            rejected = seen.filter(~F.col("_valid")).select(quarantine_identity(seen).alias(identity)).distinct()
             stored = at(spark, settings, t.sink.quarantine_table, before.quarantine_snapshot).select(identity)
             distinct_invalid = rejected.join(stored, identity, "left_anti").count()
         else:

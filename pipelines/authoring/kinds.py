@@ -17,7 +17,7 @@ from pyspark.sql.types import ArrayType, BooleanType, LongType, StringType, Stru
 from pipelines.authoring.declarations import Built, Declaration, Kind
 from pipelines.io.landing_parse import CORRUPT_COLUMN, KAFKA_LINEAGE, LANDED_LINEAGE
 from pipelines.spec.expectations import row_count_vs_upstream, unique
-from pipelines.spec.rules import REASONS_COLUMN, WARNINGS_COLUMN, Rule, apply_rules, passes_all
+from pipelines.spec.rules import REASONS_COLUMN, WARNINGS_COLUMN, Rule, apply_rules
 from pipelines.spec.tables import OutputTable
 from pipelines.write.merge import CdcSink, OverwriteSink, UpsertSink
 from pipelines.write.sinks import QUARANTINE_IDENTITY, AppendSink, RecomputeMergeSink, ValidateDedupeSink
@@ -81,8 +81,9 @@ class Dedupe(Kind):
                     "keep the input's columns (withColumn rather than select), dropping only columns you name",
                 )
             checked = apply_rules(out, rules)
-            raw = F.coalesce(F.col(f"{_LANDED}.corrupt"), F.to_json(F.col(f"{_LANDED}.record")))
-            return checked.withColumn(QUARANTINE_IDENTITY, F.when(~passes_all(rules), raw)).drop(_LANDED)
+            # The landed struct, for rejected rows only; the sink renders it as text (`quarantine_identity`).
+            landed = F.when(F.size(REASONS_COLUMN) > 0, F.col(_LANDED))
+            return checked.withColumn(QUARANTINE_IDENTITY, landed).drop(_LANDED)
 
         return validated
 

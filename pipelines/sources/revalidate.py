@@ -12,7 +12,7 @@ from infra.errors import ConfigError, PipelineError
 from pipelines.io.formats import DayRange, Merge, TableFormat
 from pipelines.spec.tables import TableSpec
 from pipelines.write.ranges import RangeReport, replace_range, upstream_table
-from pipelines.write.sinks import ValidateDedupeSink
+from pipelines.write.sinks import QUARANTINE_IDENTITY, ValidateDedupeSink, quarantine_identity
 
 # `_batch_id` of rows written by a reprocess rather than by a streaming batch.
 REPROCESS_BATCH_ID = -1
@@ -34,8 +34,9 @@ def revalidate(spark: SparkSession, fmt: TableFormat, spec: TableSpec, days: Day
         spec.transform(upstream_table(spark, fmt, spec))
         .filter(condition)
         .withColumn("_batch_id", F.lit(REPROCESS_BATCH_ID).cast("long"))
-        .persist()
     )
+    # The record as the quarantine stores it: the rows it replaces are matched on it.
+    batch = batch.withColumn(QUARANTINE_IDENTITY, quarantine_identity(batch)).persist()
     try:
         stats = sink.stats(batch)
         failing = sink.failed_fail_rule(stats)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from datetime import date
-from functools import reduce
 from typing import Literal
 
 from pyspark.sql import Column, DataFrame
@@ -59,12 +58,6 @@ def apply_rules(df: DataFrame, rules: tuple[Rule, ...]) -> DataFrame:
     return df.withColumn(REASONS_COLUMN, _failed_names(_blocking(rules))).withColumn(
         WARNINGS_COLUMN, _failed_names(warnings)
     )
-
-
-def passes_all(rules: tuple[Rule, ...]) -> Column:
-    """TRUE for a row that no quarantine or fail rule of `rules` rejects: `passes_rules` from the rules themselves,
-    for a projection beside `apply_rules`' (where `_reasons` would be built twice)."""
-    return reduce(lambda a, b: a & b, [r.passes() for r in _blocking(rules)], F.lit(True))
 
 
 def passes_rules() -> Column:

@@ -14,8 +14,9 @@ from datetime import date, datetime
 from pathlib import Path
 from typing import ClassVar
 
-from pyspark.sql import DataFrame, Row, SparkSession, Window
+from pyspark.sql import Column, DataFrame, Row, SparkSession, Window
 from pyspark.sql import functions as F
+from pyspark.sql.types import StructType
 
 from infra.errors import PipelineError
 from infra.home_record import note_first_day
@@ -29,6 +30,17 @@ from pipelines.spec.tables import OutputTable
 
 # The quarantine column that identifies a rejected row: the record as it landed.
 QUARANTINE_IDENTITY = "raw_record"
+
+
+def quarantine_identity(rows: DataFrame) -> Column:
+    """`raw_record` of `rows` as the quarantine table stores it: text, the corrupt line when there is one, else the
+    landed record as JSON. A dedupe table's function carries it as the landed struct (`corrupt`, `record`), NULL
+    for a valid row: rendered here, for rejected rows only, so that the batch's projection stays compiled (Spark
+    evaluates `to_json` outside its generated code: about a second per million rows of every batch)."""
+    column = F.col(QUARANTINE_IDENTITY)
+    if not isinstance(rows.schema[QUARANTINE_IDENTITY].dataType, StructType):
+        return column
+    return F.coalesce(column["corrupt"], F.to_json(column["record"]))
 
 
 @dataclass
@@ -190,8 +202,11 @@ class ValidateDedupeSink(Sink):
         return rows.filter(passes_rules()).withColumn("_n", F.row_number().over(order)).filter("_n = 1")
 
     def quarantine_rows(self, rows: DataFrame) -> DataFrame:
-        """The invalid rows of `rows` as quarantine rows (with their `reasons`)."""
-        return rows.filter(~passes_rules()).withColumn("reasons", F.col(REASONS_COLUMN))
+        """The invalid rows of `rows` as quarantine rows (with their `reasons`, and `raw_record` as text)."""
+        invalid = rows.filter(~passes_rules()).withColumn("reasons", F.col(REASONS_COLUMN))
+        if QUARANTINE_IDENTITY not in rows.columns:
+            return invalid
+        return invalid.withColumn(QUARANTINE_IDENTITY, quarantine_identity(rows))
 
     def _write(self, ctx: BatchContext, batch: DataFrame) -> None:
         stats = self.stats(batch)

@@ -24,6 +24,7 @@ from pyspark.sql.types import StructType, TimestampType
 from pipelines.authoring.load import load_registry
 from pipelines.datasets.ecommerce.tables import LANDED_SCHEMA
 from pipelines.spec.tables import TableSpec
+from pipelines.write.sinks import quarantine_identity
 
 T = "2026-01-01 "  # the day most events of these tests happen on (UTC)
 
@@ -132,7 +133,9 @@ def test_silver_normalises_type_and_currency_and_derives_the_date(bronze: DataFr
 
 def test_silver_keeps_the_record_as_it_landed_for_rejected_rows(bronze: DataFrame) -> None:
     out = _spec(SILVER.name).transform(bronze)
-    # Valid rows carry no record (only the quarantine keeps it); e4 and e5 fail a rule, the corrupt line too.
+    # Valid rows carry no record (only the quarantine keeps it); e4 and e5 fail a rule, the corrupt line too. The
+    # sink renders the carried record as the quarantine table stores it.
+    out = out.withColumn("raw_record", quarantine_identity(out))
     assert dict(_rows(out, "event_id", "raw_record")) == {
         "e1": None,
         "e2": None,
@@ -170,9 +173,9 @@ def test_silver_rules_are_evaluated_after_cleaning(bronze: DataFrame) -> None:
 def test_silver_output_has_the_silver_and_quarantine_columns(bronze: DataFrame) -> None:
     out = _spec(SILVER.name).transform(bronze)
     assert _shape(out.schema, SILVER.schema.names) == _shape(SILVER.schema)
-    # The sink names `_reasons` `reasons` in the quarantine table.
-    quarantined = [n for n in QUARANTINE.schema.names if n != "reasons"]
-    assert _shape(out.schema, quarantined) == _shape(QUARANTINE.schema, quarantined)
+    # The sink names `_reasons` `reasons` in the quarantine table and renders the landed record as text.
+    rows = _spec(SILVER.name).sink.quarantine_rows(out)
+    assert _shape(rows.schema, QUARANTINE.schema.names) == _shape(QUARANTINE.schema)
     assert {"_reasons", "_warnings"} <= set(out.columns)
 
 
