@@ -34,9 +34,8 @@ def revalidate(spark: SparkSession, fmt: TableFormat, spec: TableSpec, days: Day
         spec.transform(upstream_table(spark, fmt, spec))
         .filter(condition)
         .withColumn("_batch_id", F.lit(REPROCESS_BATCH_ID).cast("long"))
+        .persist()
     )
-    # The record as the quarantine stores it: the rows it replaces are matched on it.
-    batch = batch.withColumn(QUARANTINE_IDENTITY, quarantine_identity(batch)).persist()
     try:
         stats = sink.stats(batch)
         failing = sink.failed_fail_rule(stats)
@@ -61,7 +60,10 @@ def revalidate(spark: SparkSession, fmt: TableFormat, spec: TableSpec, days: Day
 def _replace_quarantined(fmt: TableFormat, sink: ValidateDedupeSink, batch: DataFrame, quarantined: DataFrame) -> None:
     """In one MERGE: delete the quarantined rows that came from the re-read upstream rows, insert the new ones."""
     identity = [c for c in sink.quarantine_columns if c not in _ASSIGNED_QUARANTINE_COLUMNS]
-    gone = batch.select(*identity).distinct()
+    # Matched on the record as the quarantine stores it (text), rendered for the rejected rows only.
+    gone = batch.select(
+        *[quarantine_identity(batch).alias(c) if c == QUARANTINE_IDENTITY else F.col(c) for c in identity]
+    ).distinct()
     for name in _ASSIGNED_QUARANTINE_COLUMNS:
         gone = gone.withColumn(name, F.lit(None).cast(quarantined.schema[name].dataType))
     source = (
