@@ -141,8 +141,15 @@ class CdcSink(Sink):
         )
         incoming = changes.withColumn("_stored", F.lit(False))
         # A (key, sequence) already stored is a replay: keep the stored version.
-        first = Window.partitionBy(self.key, self.sequence).orderBy(F.col("_stored").desc())
-        merged = stored.unionByName(incoming).withColumn("_n", F.row_number().over(first)).filter("_n = 1").drop("_n")
+        version = Window.partitionBy(self.key, self.sequence)
+        merged = (
+            stored.unionByName(incoming)
+            # A stored version that came in again: counted as replayed in the same pass as the new ones.
+            .withColumn("_replayed", F.col("_stored") & (F.count(F.lit(1)).over(version) > 1))
+            .withColumn("_n", F.row_number().over(version.orderBy(F.col("_stored").desc())))
+            .filter("_n = 1")
+            .drop("_n")
+        )
         chain = Window.partitionBy(self.key).orderBy(self.sequence)
         history = (
             merged.withColumn("valid_to", F.lead(self.time_column).over(chain))
@@ -157,17 +164,22 @@ class CdcSink(Sink):
                 "is_current",
                 "is_deleted",
                 "_stored",
+                "_replayed",
             )
             .persist()
         )
         try:
-            new_changes = history.filter(~F.col("_stored")).count()
+            counts = history.agg(
+                F.count(F.when(~F.col("_stored"), 1)).alias("new"),
+                F.count(F.when(F.col("_replayed"), 1)).alias("replayed"),
+            ).collect()[0]
+            new_changes = counts["new"]
             ctx.metrics["cdc_changes_applied"] += new_changes
-            ctx.metrics["cdc_changes_replayed"] += changes.count() - new_changes
+            ctx.metrics["cdc_changes_replayed"] += counts["replayed"]
             if new_changes:
                 changed = "NOT (t.valid_to IS NOT DISTINCT FROM s.valid_to) OR t.is_current <> s.is_current"
                 merge = Merge((self.key, self.sequence), update_when=changed)
-                ctx.fmt.merge(history.drop("_stored"), self.history_table, merge)
+                ctx.fmt.merge(history.drop("_stored", "_replayed"), self.history_table, merge)
             # Also on a replay: a crash between the history commit and this one left the current rows behind.
             self._apply_current(ctx, history)
         finally:
