@@ -240,20 +240,32 @@ def bench_pipeline(settings: Settings, rows: int = 1_000_000, files: int = 20) -
     result["noop_rerun_stages"] = _stages(noop)
     result["noop_streams_started"] = sum(not r.skipped for r in noop)
     # A small increment: a few new events through every table (every stream availableNow), warm, then the same
-    # events through plain PySpark batch code on copies of the events chain (`bench.plain_increment`).
+    # events through plain PySpark batch code on copies of the events chain (`bench.plain_increment`). Two rounds,
+    # each side after the other: the first increment in a process pays each side's first use of its code paths
+    # (JIT); the second is the warm comparison the target is about. Both rounds are reported.
     copy_chain(spark, warm)
-    landed = generate(warm.landing, rows=SMALL_INCREMENT_ROWS, files=1, seed=2)
-    t = time.perf_counter()
-    increment = [run_table(spark, warm, spec) for spec in default_registry()]
+    rounds = []
+    for seed in (2, 3):
+        landed = generate(warm.landing, rows=SMALL_INCREMENT_ROWS, files=1, seed=seed)
+        t = time.perf_counter()
+        increment = [run_table(spark, warm, spec) for spec in default_registry()]
+        seconds = round(time.perf_counter() - t, 2)
+        if not rounds:
+            silver_increment = next(r for r in increment if r.table == "silver.events").seconds
+            checks = increment_checks(spark, warm, default_registry(), "silver.events", silver_increment)
+            result["quality_increment"] = checks
+        plain = plain_increment(spark, warm, default_registry(), [str(f) for f in landed.files])
+        rounds.append((seconds, increment, plain))
+    (first_seconds, _, first_plain), (seconds, increment, plain) = rounds
     result["small_increment_rows"] = SMALL_INCREMENT_ROWS
-    result["small_increment_seconds"] = round(time.perf_counter() - t, 2)
+    result["small_increment_seconds"] = seconds
     result["small_increment_stages"] = _stages(increment)
     result["small_increment_streams_started"] = sum(not r.skipped for r in increment)
-    silver_increment = next(r for r in increment if r.table == "silver.events").seconds
-    result["quality_increment"] = increment_checks(spark, warm, default_registry(), "silver.events", silver_increment)
-    plain = plain_increment(spark, warm, default_registry(), [str(f) for f in landed.files])
     result["small_increment_plain_spark"] = plain
-    result["ratio_small_increment_vs_plain_spark"] = round(result["small_increment_seconds"] / plain["seconds"], 2)
+    result["ratio_small_increment_vs_plain_spark"] = round(seconds / plain["seconds"], 2)
+    result["small_increment_first_seconds"] = first_seconds
+    result["small_increment_first_plain_spark_seconds"] = first_plain["seconds"]
+    result["ratio_small_increment_first_vs_plain_spark"] = round(first_seconds / first_plain["seconds"], 2)
     after = _baseline(spark, settings, "after")
     result["baseline"] = {"before": before, "after": after}
     result["landing_parse"] = bench_landing_parse(spark, settings)
