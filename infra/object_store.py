@@ -151,6 +151,7 @@ class ObjectStore:
 
     def pyiceberg_properties(self) -> dict[str, str]:
         """pyiceberg FileIO properties (`s3.*`) for this store."""
+        self._checksums_when_required()
         props = {"s3.region": self.region, "s3.force-virtual-addressing": str(not self.path_style).lower()}
         if self.endpoint is not None:
             props["s3.endpoint"] = self.endpoint
@@ -163,6 +164,8 @@ class ObjectStore:
         """A pyarrow file system on this store (paths are `bucket/key`)."""
         from pyarrow.fs import S3FileSystem
 
+        self._checksums_when_required()
+
         options: dict[str, object] = {
             "region": self.region,
             "force_virtual_addressing": not self.path_style,
@@ -174,6 +177,15 @@ class ObjectStore:
         if self.access_key is not None:
             options.update(access_key=self.access_key, secret_key=self.secret_key)
         return S3FileSystem(**options)
+
+    def _checksums_when_required(self) -> None:
+        """pyarrow's AWS SDK (which pyiceberg writes through) sends a trailing checksum with every upload unless
+        `AWS_REQUEST_CHECKSUM_CALCULATION` says otherwise; self-hosted stores that predate those checksums (S3Proxy
+        2.7, the demo's and the tests' server) refuse such an upload as a digest mismatch. For a store at an
+        endpoint the SDK sends them only where the operation requires one. Read by each client the SDK creates, so
+        it is set before pyarrow or pyiceberg opens one; a value the user set wins."""
+        if self.endpoint is not None:
+            os.environ.setdefault("AWS_REQUEST_CHECKSUM_CALCULATION", "when_required")
 
     def where(self) -> str:
         """The store as messages name it: its endpoint, or AWS S3."""

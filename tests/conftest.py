@@ -69,9 +69,6 @@ def fresh_settings(settings_factory: Callable[[], Settings]) -> Settings:
 @pytest.fixture(scope="session")
 def s3_server(base_settings: Settings, tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Server]:
     """The S3 test server of this test process (started on first use), with the test bucket."""
-    # pyarrow's AWS SDK signs uploads with trailing checksums by default, which S3Proxy 2.7 rejects as a digest
-    # mismatch; only the tests upload with pyarrow (to plant files).
-    os.environ.setdefault("AWS_REQUEST_CHECKSUM_CALCULATION", "when_required")
     server = start_s3_server(tmp_path_factory.mktemp("s3"), base_settings.jar_cache)
     try:
         server.create_bucket(TEST_BUCKET)

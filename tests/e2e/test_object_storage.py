@@ -38,6 +38,7 @@ def test_demo_on_object_storage_equals_local_disk(spark, settings_factory, tmp_p
     args = [TRIBUTARY, "demo", "--storage", "s3", "--rows", str(ROWS), "--files", str(FILES), "--seed", str(SEED)]
     demo = subprocess.run(args, env=env, capture_output=True, text=True, timeout=900)
     assert demo.returncode == 0, demo.stdout[-2000:] + demo.stderr[-3000:]
+    assert "tributary: warning" not in demo.stderr, demo.stderr[-3000:]  # e.g. the run log not written to the bucket
     started = re.search(r"started the S3 test server on http://127\.0\.0\.1:(\d+)", demo.stdout)
     assert started, demo.stdout[-2000:]
     assert port_free(int(started[1])), "the demo left its S3 test server running"
