@@ -21,7 +21,7 @@ import json
 import os
 import shutil
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import date, datetime
 from pathlib import Path
 
@@ -59,8 +59,7 @@ _END_INDEX = 2**63 - 1 - 100
 
 
 def version_read(offset: Mapping[str, object]) -> int:
-    """The newest version a Delta source offset says is fully read: (v, base index) means every version before
-    v (also inside v's starting snapshot); (v, end index) means v as well."""
+    """The newest version a Delta source offset says is fully read: v with the end index, else v - 1."""
     version, index = int(offset["reservoirVersion"]), int(offset.get("index", -1))  # type: ignore[call-overload]
     return version if index >= _END_INDEX else version - 1
 
@@ -93,8 +92,7 @@ class DeltaFormat:
         return from_arrow_schema(pa.schema(table.schema().to_arrow()))
 
     def ensure_table(self, spark: SparkSession, table: OutputTable, allow_added: bool = False) -> None:
-        """Create the table (and its stream feed) if missing; add declared columns it lacks; fail naming the table
-        on other differences."""
+        """Create the table if missing; add declared columns it lacks; fail naming the table on other differences."""
         path = self.location(table.name)
         if DeltaTable.is_deltatable(str(path)):
             dt = DeltaTable(str(path))
@@ -161,6 +159,13 @@ class DeltaFormat:
         finally:
             shutil.rmtree(staging, ignore_errors=True)
 
+    def append_rows(self, name: str, rows: Sequence[Mapping[str, object]], writer: str, batch_id: int) -> int:
+        """One Parquet file written by pyarrow and one version tagged like `append` (no Spark job)."""
+        file = self.location(name) / STAGING_DIR / uuid.uuid4().hex / "rows.parquet"
+        file.parent.mkdir(parents=True)
+        pq.write_table(pa.Table.from_pylist(list(rows), pa.schema(self.delta_table(name).schema().to_arrow())), file)
+        return self._commit(name, [(file, len(rows))], writer, batch_id)
+
     def stage_append(self, df: DataFrame, name: str, writer: str, batch_id: int) -> Staged:
         """Write the batch's files under the staging folder, not yet part of any version."""
         _, files = self._write_files(df, name)
@@ -202,8 +207,7 @@ class DeltaFormat:
         return sorted(r.d for r in rows if r.d is not None)
 
     def _path_name(self, name: str) -> str:
-        """The table as Spark SQL names a Delta table by its folder through delta-spark's session catalog (the
-        `delta` catalog of `infra.catalog` is read-only)."""
+        """The table by its folder in delta-spark's session catalog (`infra.catalog`'s `delta` is read-only)."""
         return f"spark_catalog.delta.`{str(self.location(name)).replace('`', '``')}`"
 
     def merge(self, df: DataFrame, name: str, merge: Merge) -> None:
@@ -256,10 +260,8 @@ class DeltaFormat:
     def read(self, spark: SparkSession, name: str, snapshot_id: int | None = None) -> DataFrame:
         """The current version (or version `snapshot_id`) through delta-spark."""
         self.delta_table(name, snapshot_id)  # names the table (and version) when it does not exist
-        reader = spark.read.format("delta")
-        if snapshot_id is not None:
-            reader = reader.option("versionAsOf", int(snapshot_id))
-        return reader.load(str(self.location(name)))
+        options = {} if snapshot_id is None else {"versionAsOf": str(int(snapshot_id))}
+        return spark.read.format("delta").options(**options).load(str(self.location(name)))
 
     def read_stream(self, spark: SparkSession, name: str) -> DataFrame:
         """delta-spark's streaming source over the table's appends (availableNow, like every stream here).
@@ -287,9 +289,7 @@ class DeltaFormat:
         """The newest version the Delta source offset of this table among `offsets` (one per source of a query)
         says is fully read: (v, base index) means every version before v; (v, END_INDEX) means v as well."""
         found = [o for o in offsets if o.get("reservoirId") == self.table_id(None, name) and "reservoirVersion" in o]
-        if not found:
-            return None
-        return version_read(found[0])
+        return version_read(found[0]) if found else None
 
     def consumer_caught_up(self, spark: SparkSession | None, name: str, checkpoint: Path) -> bool:
         """The stream at `checkpoint` owes nothing, and no version after the one it has fully read appended rows."""
@@ -301,8 +301,7 @@ class DeltaFormat:
         return not any(read_commit(path, v).appended for v in range(read + 1, current + 1))
 
     def consumer_position(self, name: str, consumer: str, checkpoint: Path) -> ConsumerPosition:
-        """The newest version the consumer's committed batches have fully read (its restart point); None before it
-        has read any."""
+        """The newest version the consumer's committed batches have fully read (None before it has read any)."""
         last = last_committed_batch(checkpoint)
         position = self._read_up_to(name, committed_source_offsets(checkpoint))
         return ConsumerPosition(consumer, checkpoint, position, last, pending_batch(checkpoint) is None)

@@ -4,7 +4,7 @@ and the types the formats share. `pipelines.io.formats.table_format` picks the a
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from pathlib import Path
@@ -75,6 +75,11 @@ class TableFormat(Protocol):
     ) -> int:
         """Append `df` as one commit tagged with the writer and batch id (and `properties`, kept with the commit:
         a Kafka source's end offsets); return the rows added."""
+        ...
+
+    def append_rows(self, name: str, rows: Sequence[Mapping[str, object]], writer: str, batch_id: int) -> int:
+        """Append a few rows the driver holds (per-file health), tagged like `append`, in one commit written from
+        Python (no Spark job: a Spark append of three rows costs half a second); return the rows added."""
         ...
 
     def latest_properties(self, spark: SparkSession | None, name: str, key: str) -> dict[str, str] | None:

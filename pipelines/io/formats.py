@@ -10,7 +10,7 @@ gold table can read an Iceberg silver stream and the other way round. The operat
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import date, datetime
 from pathlib import Path
 
@@ -106,6 +106,9 @@ class TableFormats:
         self, df: DataFrame, name: str, writer: str, batch_id: int, properties: Mapping[str, str] | None = None
     ) -> int:
         return self.adapter(name).append(df, name, writer, batch_id, properties)
+
+    def append_rows(self, name: str, rows: Sequence[Mapping[str, object]], writer: str, batch_id: int) -> int:
+        return self.adapter(name).append_rows(name, rows, writer, batch_id)
 
     def latest_properties(self, spark: SparkSession | None, name: str, key: str) -> dict[str, str] | None:
         return self.adapter(name).latest_properties(spark, name, key)

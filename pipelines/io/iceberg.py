@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import UTC, date, datetime
 from pathlib import Path
 
@@ -29,6 +29,7 @@ from pipelines.io.iceberg_history import (
     appended_since,
     table_uuid,
 )
+from pipelines.io.iceberg_rows import append_rows
 from pipelines.io.partition_grain import chosen_partitions, table_grain, widened
 from pipelines.spec.tables import OutputTable
 
@@ -104,6 +105,10 @@ class IcebergFormat:
         summary = {WRITER_PROPERTY: writer, BATCH_PROPERTY: str(batch_id), **(properties or {})}
         df.writeTo(qualified).options(**{f"snapshot-property.{k}": v for k, v in summary.items()}).append()
         return iceberg_history.added_rows(df.sparkSession, qualified, writer, batch_id)
+
+    def append_rows(self, name: str, rows: Sequence[Mapping[str, object]], writer: str, batch_id: int) -> int:
+        """pyiceberg commits the rows, with the snapshot summary of `append` (`iceberg_rows`)."""
+        return append_rows(self.settings, name, rows, {WRITER_PROPERTY: writer, BATCH_PROPERTY: str(batch_id)})
 
     def stage_append(self, df: DataFrame, name: str, writer: str, batch_id: int) -> Staged:
         """Iceberg write-audit-publish: the append is committed as a snapshot off the main branch (`spark.wap.id`),
@@ -287,14 +292,11 @@ class IcebergFormat:
         if metadata is not None:
             return metadata.current
         qualified = self.qualified(name)
-        rows = (
-            self._session(spark)
-            .sql(
-                f"SELECT s.snapshot_id, s.parent_id, s.committed_at, s.summary FROM {qualified}.snapshots s "
-                f"JOIN {qualified}.refs r ON s.snapshot_id = r.snapshot_id WHERE r.name = 'main'"
-            )
-            .collect()
+        query = (
+            f"SELECT s.snapshot_id, s.parent_id, s.committed_at, s.summary FROM {qualified}.snapshots s "
+            f"JOIN {qualified}.refs r ON s.snapshot_id = r.snapshot_id WHERE r.name = 'main'"
         )
+        rows = self._session(spark).sql(query).collect()
         if not rows:
             return None
         row = rows[0]
@@ -325,16 +327,12 @@ class IcebergFormat:
                 snapshot = metadata.snapshots.get(int(parent)) if parent is not None else None
             return None if snapshot is None else dict(snapshot.summary)
         qualified = self.qualified(name)
-        rows = (
-            self._session(spark)
-            .sql(
-                f"SELECT s.summary FROM {qualified}.snapshots s JOIN {qualified}.history h "
-                "ON s.snapshot_id = h.snapshot_id WHERE h.is_current_ancestor AND s.summary[:key] IS NOT NULL "
-                "ORDER BY h.made_current_at DESC LIMIT 1",
-                args={"key": key},
-            )
-            .collect()
+        query = (
+            f"SELECT s.summary FROM {qualified}.snapshots s JOIN {qualified}.history h "
+            "ON s.snapshot_id = h.snapshot_id WHERE h.is_current_ancestor AND s.summary[:key] IS NOT NULL "
+            "ORDER BY h.made_current_at DESC LIMIT 1"
         )
+        rows = self._session(spark).sql(query, args={"key": key}).collect()
         return dict(rows[0].summary) if rows else None
 
     def stats(self, spark: SparkSession | None, name: str) -> TableStats:

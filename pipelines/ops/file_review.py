@@ -19,7 +19,7 @@ import contextlib
 import json
 import time
 from dataclasses import asdict, dataclass, replace
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path, PurePath
 
 from pyspark.sql import DataFrame, SparkSession, Window
@@ -228,11 +228,10 @@ def acknowledge(
                 f"{_pending(records)}"
             )
         reason = _ack_reason(note, who)
-        row = (record.file, ACKNOWLEDGED, reason, None, None, None, None, None, None)
-        schema = files_output(spec.files_table).schema
-        frame = spark.createDataFrame([row], schema).withColumn("recorded_at", F.current_timestamp())
+        row = dict.fromkeys(files_output(spec.files_table).schema.names)
+        row |= {"file": record.file, "status": ACKNOWLEDGED, "reason": reason, "recorded_at": datetime.now(UTC)}
         # Tagged like a batch (the acknowledgement's time as its id): Delta records it as an app transaction.
-        table_format(settings).append(frame, spec.files_table, ACK_WRITER, time.time_ns() // 1000)
+        table_format(settings).append_rows(spec.files_table, [row], ACK_WRITER, time.time_ns() // 1000)
     return replace(record, acknowledgement=reason)
 
 

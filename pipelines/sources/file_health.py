@@ -13,6 +13,7 @@ once, and a blocking asset check fails while a rejected file is not acknowledged
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 
 from pyspark.sql import Column, DataFrame
@@ -35,7 +36,7 @@ from pipelines.io.landing_parse import (
 )
 from pipelines.io.sources import read_batch_by_reader
 from pipelines.spec.sources import FileSource
-from pipelines.spec.tables import TableSpec, files_output
+from pipelines.spec.tables import TableSpec
 from pipelines.write.sinks import AppendSink, BatchContext
 
 ACKNOWLEDGED = "acknowledged"
@@ -59,6 +60,20 @@ class FileHealth:
     new_fields: list[str] = field(default_factory=list)
     # Rows Spark's CSV reader could not give their line (`pipelines.io.csv_reader.REPARSE_MARK`): parse again.
     reparse_rows: int = 0
+
+    def row(self, recorded_at: datetime, batch_id: int | None) -> dict[str, object]:
+        """This file's row of the `<table>_files` table (`files_output`)."""
+        return {
+            "file": self.file,
+            "status": self.status,
+            "reason": self.reason,
+            "rows": self.rows,
+            "corrupt_rows": self.corrupt_rows,
+            "rescued_rows": self.rescued_rows,
+            "new_fields": self.new_fields,
+            "recorded_at": recorded_at,
+            "_batch_id": batch_id,
+        }
 
     def describe(self, table: str) -> str:
         """One line naming the file, what is wrong with it and what to do."""
@@ -181,13 +196,8 @@ def record(ctx: BatchContext, spec: TableSpec, health: list[FileHealth]) -> None
     if not health or spec.files_table is None:
         return
     replayed = ctx.already_committed(spec.files_table)
-    data = [
-        (h.file, h.status, h.reason, h.rows, h.corrupt_rows, h.rescued_rows, h.new_fields, None, ctx.batch_id)
-        for h in health
-    ]
-    # One data file per batch: the health table stays small and needs no compaction.
-    frame = ctx.spark.createDataFrame(data, files_output(spec.files_table).schema).coalesce(1)
-    ctx.append(frame.withColumn("recorded_at", F.current_timestamp()), spec.files_table)
+    now = datetime.now(UTC)
+    ctx.append_rows([h.row(now, ctx.batch_id) for h in health], spec.files_table)
     if replayed:
         return  # counted by the batch's first attempt
     ctx.files.extend(health)

@@ -87,6 +87,17 @@ class BatchContext:
         self.metrics[f"rows_written:{table}"] += added
         return added
 
+    def append_rows(self, rows: list[dict[str, object]], table: str) -> int:
+        """`append` for a few rows the driver holds, committed without a Spark job (`TableFormat.append_rows`)."""
+        if self.already_committed(table):
+            self.metrics["replayed_batches_skipped"] += 1
+            return 0
+        with self.clock.stage("batch.append"):
+            added = self.fmt.append_rows(table, rows, self.writer, self.batch_id)
+        self._committed[table].add(self.batch_id)
+        self.metrics[f"rows_written:{table}"] += added
+        return added
+
     def stage(self, df: DataFrame, table: str) -> Staged:
         """Write a batch not yet committed to `table` without publishing it (`publish` commits it)."""
         with self.clock.stage("batch.append"):

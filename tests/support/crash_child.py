@@ -78,7 +78,7 @@ def main() -> None:
 
     adapter = type(table_format(settings))
     # Every table commit of a batch goes through its format: a staged write and its publication count each.
-    for method in ("append", "stage_append", "publish", "merge", "overwrite"):
+    for method in ("append", "append_rows", "stage_append", "publish", "merge", "overwrite"):
         setattr(adapter, method, _counting(getattr(adapter, method)))
     write = stream_query.write_micro_batch
 

@@ -1,0 +1,78 @@
+"""Rows the driver holds (per-file health) appended without a Spark job: one tagged commit per call, in both
+formats, and writers racing on one Iceberg table all land."""
+
+from __future__ import annotations
+
+import threading
+from datetime import UTC, datetime
+
+import pyarrow as pa
+from deltalake import DeltaTable
+
+from infra.catalog import pyiceberg_catalog
+from pipelines.io.delta import DeltaFormat
+from pipelines.io.iceberg import IcebergFormat
+from pipelines.io.iceberg_history import BATCH_PROPERTY, WRITER_PROPERTY
+from tests.support.homes import make_settings
+
+SCHEMA = pa.schema([("file", pa.string()), ("rows", pa.int64()), ("recorded_at", pa.timestamp("us", tz="UTC"))])
+NOW = datetime(2026, 11, 28, 8, 0, tzinfo=UTC)
+
+
+def test_iceberg_rows_commit_once_per_call_tagged_with_writer_and_batch(tmp_path):
+    settings = make_settings(tmp_path)
+    catalog = pyiceberg_catalog(settings)
+    catalog.create_namespace_if_not_exists("bronze")
+    catalog.create_table("bronze.t_files", schema=SCHEMA)
+    fmt = IcebergFormat(settings)
+    assert fmt.append_rows("bronze.t_files", [{"file": "a", "rows": 3, "recorded_at": NOW}], "w1", 0) == 1
+    assert fmt.append_rows("bronze.t_files", [{"file": "b", "rows": None, "recorded_at": NOW}] * 2, "w1", 1) == 2
+    table = catalog.load_table("bronze.t_files")
+    summaries = [s.summary.additional_properties for s in table.snapshots()]
+    assert [(s[WRITER_PROPERTY], s[BATCH_PROPERTY], s["added-records"]) for s in summaries] == [
+        ("w1", "0", "1"),
+        ("w1", "1", "2"),
+    ]
+    assert sorted(table.scan().to_arrow().to_pylist(), key=str) == sorted(
+        [{"file": "a", "rows": 3, "recorded_at": NOW}, *[{"file": "b", "rows": None, "recorded_at": NOW}] * 2], key=str
+    )
+
+
+def test_iceberg_writers_racing_on_one_table_all_land(tmp_path):
+    """A commit that loses the catalog's compare-and-swap is tried again (by pyiceberg): every writer lands."""
+    settings = make_settings(tmp_path)
+    catalog = pyiceberg_catalog(settings)
+    catalog.create_namespace_if_not_exists("bronze")
+    catalog.create_table("bronze.race_files", schema=SCHEMA)
+    fmt, start, errors = IcebergFormat(settings), threading.Barrier(3), []
+
+    def write(batch: int) -> None:
+        start.wait()
+        try:
+            fmt.append_rows("bronze.race_files", [{"file": str(batch), "rows": batch, "recorded_at": NOW}], "w", batch)
+        except Exception as exc:  # reported below: a thread's exception would otherwise be lost
+            errors.append(exc)
+
+    threads = [threading.Thread(target=write, args=(b,)) for b in range(3)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    table = catalog.load_table("bronze.race_files")
+    assert sorted(r["rows"] for r in table.scan().to_arrow().to_pylist()) == [0, 1, 2]
+    assert sorted(s.summary.additional_properties[BATCH_PROPERTY] for s in table.snapshots()) == ["0", "1", "2"]
+
+
+def test_delta_rows_commit_one_version_with_the_batch_as_app_transaction(tmp_path):
+    settings = make_settings(tmp_path)
+    fmt = DeltaFormat(settings)
+    path = fmt.location("bronze.t_files")
+    path.mkdir(parents=True)
+    DeltaTable.create(str(path), schema=SCHEMA)
+    assert fmt.append_rows("bronze.t_files", [{"file": "a", "rows": 3, "recorded_at": NOW}], "w1", 4) == 1
+    assert fmt.committed_batches(None, "bronze.t_files", "w1", 4) == {4}  # type: ignore[arg-type]
+    table = DeltaTable(str(path))
+    assert table.version() == 1
+    assert pa.table(table.to_pyarrow_table()).to_pylist() == [{"file": "a", "rows": 3, "recorded_at": NOW}]
+    assert not any((path / "_staging").rglob("*.parquet"))  # the written file moved into the table
