@@ -27,16 +27,20 @@ def main() -> None:
         Settings.from_env(home=Path(home)), catalog_name=catalog, kafka=KafkaSettings(bootstrap=bootstrap)
     )
     commits = {"n": 0}
-    append = TableFormats.append
 
-    def killing(self, *args, **kwargs):
-        added = append(self, *args, **kwargs)
-        commits["n"] += 1
-        if commits["n"] == int(n):
-            os.killpg(os.getpgid(0), signal.SIGKILL)
-        return added
+    def killing(commit):
+        def wrapper(self, *args, **kwargs):
+            added = commit(self, *args, **kwargs)
+            commits["n"] += 1
+            if commits["n"] == int(n):
+                os.killpg(os.getpgid(0), signal.SIGKILL)
+            return added
 
-    TableFormats.append = killing  # type: ignore[method-assign]
+        return wrapper
+
+    # Every table commit: Spark appends, and the few rows of file health committed from Python.
+    for method in ("append", "append_rows"):
+        setattr(TableFormats, method, killing(getattr(TableFormats, method)))
     run_table(get_spark(settings), settings, load_registry([package]).get(table))
     sys.exit(3)  # reaching here means the kill point was never hit
 
