@@ -77,23 +77,22 @@ class BatchContext:
 
     def append(self, df: DataFrame, table: str) -> int:
         """Append once per (writer, batch); return rows added (0 for a replayed batch)."""
-        if self.already_committed(table):
-            self.metrics["replayed_batches_skipped"] += 1
-            run_without_output(df)
-            return 0
-        with self.clock.stage("batch.append"):
-            added = self.fmt.append(df, table, self.writer, self.batch_id)
-        self._committed[table].add(self.batch_id)
-        self.metrics[f"rows_written:{table}"] += added
-        return added
+        return self._once(table, lambda: self.fmt.append(df, table, self.writer, self.batch_id), df)
 
     def append_rows(self, rows: list[dict[str, object]], table: str) -> int:
         """`append` for a few rows the driver holds, committed without a Spark job (`TableFormat.append_rows`)."""
+        return self._once(table, lambda: self.fmt.append_rows(table, rows, self.writer, self.batch_id))
+
+    def _once(self, table: str, commit: Callable[[], int], replayed: DataFrame | None = None) -> int:
+        """Run `commit` unless this batch is already committed to `table` (then run the `replayed` plan, whose
+        state a stateful query needs, without output); count the rows it added."""
         if self.already_committed(table):
             self.metrics["replayed_batches_skipped"] += 1
+            if replayed is not None:
+                run_without_output(replayed)
             return 0
         with self.clock.stage("batch.append"):
-            added = self.fmt.append_rows(table, rows, self.writer, self.batch_id)
+            added = commit()
         self._committed[table].add(self.batch_id)
         self.metrics[f"rows_written:{table}"] += added
         return added
