@@ -172,7 +172,10 @@ def spark_conf(settings: Settings) -> dict[str, str]:
     conf.update(settings.deployment.spark_conf())
     conf.update(spark_catalog_conf(settings))
     conf.update(delta_catalog_conf(settings))
-    conf.update(dict(settings.spark_conf))
+    given = dict(settings.spark_conf)
+    if DRIVER_JAVA_OPTIONS in given:  # added to Tributary's own (log settings, Derby's home, the class archive)
+        given[DRIVER_JAVA_OPTIONS] = f"{conf[DRIVER_JAVA_OPTIONS]} {given[DRIVER_JAVA_OPTIONS]}".strip()
+    conf.update(given)
     return conf
 
 
@@ -277,7 +280,7 @@ def record_class_archive(settings: Settings, workload: Callable[[Settings], None
     target.parent.mkdir(parents=True, exist_ok=True)
     class_archive.remove_stale_candidates(target)
     candidate = class_archive.candidate_path(target)
-    options = _driver_java_options(settings, class_archive.dump_options(candidate))
+    options = " ".join(class_archive.dump_options(candidate))  # added to the driver's own options (spark_conf)
     dumping = replace(settings, spark_conf=(*settings.spark_conf, (DRIVER_JAVA_OPTIONS, options)))
     try:
         workload(dumping)

@@ -22,6 +22,15 @@ def test_without_an_archive_the_jvm_starts_as_usual(base_settings, tmp_path):
     assert "SharedArchiveFile" not in options and "-Dderby.system.home=" in options
 
 
+def test_a_users_driver_java_options_are_added_to_the_platforms_own(base_settings):
+    """`spark.driver.extraJavaOptions` in TRIBUTARY_SPARK_CONF (a GC or JIT choice) keeps the log settings, Derby's
+    home and the class archive that Tributary passes the driver."""
+    given = (DRIVER_JAVA_OPTIONS, "-XX:+UseSerialGC -Dx=1")
+    options = spark_conf(replace(base_settings, spark_conf=(*base_settings.spark_conf, given)))[DRIVER_JAVA_OPTIONS]
+    assert options == f"{spark_conf(base_settings)[DRIVER_JAVA_OPTIONS]} -XX:+UseSerialGC -Dx=1"
+    assert "-Dderby.system.home=" in options and "-XX:SharedArchiveFile=" in options
+
+
 def test_a_half_written_archive_is_not_used(base_settings, tmp_path):
     settings = replace(base_settings, jar_cache=tmp_path)
     target = class_archive.archive_path(settings)
