@@ -71,7 +71,8 @@ def _extra_description(spec: TableSpec, table: str) -> str:
 def build_table_asset(spec: TableSpec, partitions: DailyPartitionsDefinition | None = None):
     """The asset (or multi-asset) that runs one spec incrementally (and backfills days, when partitioned)."""
     deps = [asset_key(name) for name in spec.upstreams]
-    partitioned = partitions is not None and backfillable_day_column(spec) is not None
+    day = backfillable_day_column(spec) if partitions is not None else None
+    partitioned = day is not None
     specs = [
         AssetSpec(
             key=asset_key(out.name),
@@ -79,7 +80,12 @@ def build_table_asset(spec: TableSpec, partitions: DailyPartitionsDefinition | N
             group_name=spec.layer,
             kinds=KINDS,
             description=spec.description if out is spec.output else _extra_description(spec, out.name),
-            metadata={"table": out.name, "partitioned_by": described(out.partition_by, out.grain_from)},
+            metadata={
+                "table": out.name,
+                "partitioned_by": described(
+                    out.partition_by, out.grain_from, (day,) if day and out is spec.output else ()
+                ),
+            },
         )
         for out in spec.outputs()
     ]

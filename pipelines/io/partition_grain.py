@@ -1,11 +1,11 @@
 """How coarse a table's time partitions are: chosen from the data when the layout is a default, and day ranges
 widened to whole partitions when a range of days is replaced.
 
-The rule (docs/authoring.md, "partitioning"): a table partitioned by default by `days(<time>)` counts, when it is
-created, the distinct days of `<time>` in its upstream table. Up to `MAX_FIRST_PARTITIONS` days it stays `days`;
-up to that many distinct months it becomes `months(<time>)`, beyond that `years(<time>)`. So a first load of two
-years of history writes 24 partitions, not 730, while a table that starts with today's data keeps one partition per
-day.
+The rule (docs/authoring.md, "partitioning"): a table partitioned by default by `days(<time>)`, or by a date
+column of its upstream (a `recompute(by=<date>)` table), counts, when it is created, the distinct days of that
+column in its upstream table. Up to `MAX_FIRST_PARTITIONS` days it stays as it is; up to that many distinct months
+it becomes `months(<column>)`, beyond that `years(<column>)`. So a first load of two years of history writes 24
+partitions, not 730, while a table that starts with today's data keeps one partition per day.
 A `partition_by=` written by the author is never changed.
 
 Ranges of days (backfill, reprocess, Dagster's daily partitions) stay ranges of days whatever the grain: replacing
@@ -16,10 +16,12 @@ other days as they were (`widened`).
 from __future__ import annotations
 
 import re
+from collections.abc import Collection
 from datetime import date, timedelta
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql.types import DateType
 
 from infra.identifiers import COLUMN_PATTERN
 from pipelines.io.format_types import DayRange
@@ -35,10 +37,11 @@ def time_transform(item: str) -> tuple[str, str] | None:
     return (match.group(1).lower(), match.group(2)) if match else None
 
 
-def described(partition_by: tuple[str, ...], grain_from: str | None) -> str:
-    """The partitioning as declared, saying when a default `days(...)` may become coarser."""
+def described(partition_by: tuple[str, ...], grain_from: str | None, dates: Collection[str] = ()) -> str:
+    """The partitioning as declared, saying when a default `days(...)` (or an identity partition on one of the
+    date columns `dates`) may become coarser."""
     text = ", ".join(partition_by) or "none"
-    if grain_from and any(item.strip().lower().startswith("days(") for item in partition_by):
+    if grain_from and any(item.strip().lower().startswith("days(") or item in dates for item in partition_by):
         text += f" (months or years when the first load holds more than {MAX_FIRST_PARTITIONS} days)"
     return text
 
@@ -62,26 +65,27 @@ def widened(days: DayRange, grain: str) -> DayRange:
 
 
 def chosen_partitions(spark: SparkSession, partition_by: tuple[str, ...], upstream: str | None) -> tuple[str, ...]:
-    """`partition_by` with each `days(<time>)` coarsened by the days `<time>` takes in the (qualified) `upstream`
-    table (one read of that column, once, when the table is created); unchanged without an upstream, when the
-    upstream lacks the column or holds no time yet. Distinct days rather than the span, so that one far-off
-    time does not coarsen a table; they are counted only when the span is longer than `MAX_FIRST_PARTITIONS`."""
+    """`partition_by` with each `days(<time>)`, and each identity partition on a date column of the (qualified)
+    `upstream` table, coarsened by the days that column takes in `upstream` (one read of it, once, when the table
+    is created); unchanged without an upstream, when the upstream lacks the column or holds no time yet. Distinct
+    days rather than the span, so that one far-off time does not coarsen a table; they are counted only when the
+    span is longer than `MAX_FIRST_PARTITIONS`. A layout that stays daily is kept as written."""
     if upstream is None or not spark.catalog.tableExists(upstream):
         return partition_by
     rows = spark.table(upstream)
+    dates = {f.name for f in rows.schema.fields if isinstance(f.dataType, DateType)}
     chosen = []
     for item in partition_by:
         transform = time_transform(item)
-        if transform and transform[0] == "days" and transform[1] in rows.columns:
-            if _span_in_days(rows, transform[1]) <= MAX_FIRST_PARTITIONS:
-                chosen.append(item)  # no more distinct days than the span: days stay, without counting them
-                continue
-            day = F.to_date(F.col(transform[1])).alias("day")
-            found = rows.select(day).where("day IS NOT NULL").distinct()
-            counts = found.agg(F.count(F.lit(1)), F.countDistinct(F.trunc("day", "month"))).first()
-            if counts is not None and counts[0]:
-                item = f"{grain_for(counts[0], counts[1])}({transform[1]})"
-        chosen.append(item)
+        column = transform[1] if transform and transform[0] == "days" else item if item in dates else None
+        if column is None or column not in rows.columns or _span_in_days(rows, column) <= MAX_FIRST_PARTITIONS:
+            chosen.append(item)  # no more distinct days than the span: days stay, without counting them
+            continue
+        day = F.to_date(F.col(column)).alias("day")
+        found = rows.select(day).where("day IS NOT NULL").distinct()
+        counts = found.agg(F.count(F.lit(1)), F.countDistinct(F.trunc("day", "month"))).first()
+        grain = grain_for(counts[0], counts[1]) if counts is not None and counts[0] else "days"
+        chosen.append(item if grain == "days" else f"{grain}({column})")
     return tuple(chosen)
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import date, datetime, timedelta
 
 from pyspark.sql import SparkSession
-from pyspark.sql.types import IntegerType, StructField, StructType, TimestampType
+from pyspark.sql.types import DateType, IntegerType, StringType, StructField, StructType, TimestampType
 
 from infra.settings import Settings
 from pipelines.io.format_types import DayRange
@@ -78,6 +78,26 @@ def test_a_default_days_layout_follows_the_upstream_span(spark: SparkSession, fr
     assert table_grain(spark, fmt.qualified("silver.other"), "at") == "days"
 
 
+def test_a_default_identity_partition_on_a_date_column_follows_the_upstream_span(
+    spark: SparkSession, fresh_settings: Settings
+) -> None:
+    """A `recompute(by=<date>)` table is partitioned by that date: two years of days make 24 monthly partitions,
+    ten days stay ten identity partitions, and a non-date column is left as it is."""
+    fmt = table_format(fresh_settings)
+    schema = StructType([StructField("day", DateType()), StructField("region", StringType())])
+    for name, days in (("silver.two_years", 730), ("silver.ten_days", 10)):
+        fmt.ensure_table(spark, OutputTable(name, schema))
+        rows = [(date(2024, 1, 1) + timedelta(days=i), "eu") for i in range(days)]
+        fmt.append(spark.createDataFrame(rows, schema), name, "test", 0)
+    for upstream, fields in (("silver.two_years", ["day_month", "region"]), ("silver.ten_days", ["day", "region"])):
+        name = f"gold.from_{upstream.split('.')[1]}"
+        fmt.ensure_table(spark, OutputTable(name, schema, ("day", "region"), grain_from=upstream))
+        partition = spark.table(f"{fmt.qualified(name)}.partitions").schema["partition"].dataType
+        assert partition.names == fields, name
+    assert table_grain(spark, fmt.qualified("gold.from_two_years"), "day") == "months"
+    assert table_grain(spark, fmt.qualified("gold.from_ten_days"), "day") == "days"
+
+
 def test_replacing_days_of_a_monthly_table_keeps_the_other_days_of_its_months(
     spark: SparkSession, fresh_settings: Settings
 ) -> None:
@@ -112,4 +132,9 @@ def test_the_described_layout_says_when_it_may_become_coarser() -> None:
     )
     assert described(("days(ts)",), None) == "days(ts)"
     assert described(("region",), "bronze.x") == "region"
+    assert (
+        described(("day",), "silver.x", ("day",))
+        == "day (months or years when the first load holds more than 100 days)"
+    )
+    assert described(("day",), None, ("day",)) == "day"
     assert described((), None) == "none"
