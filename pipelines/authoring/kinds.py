@@ -149,7 +149,10 @@ class Recompute(Kind):
         def affected(df: DataFrame) -> DataFrame:
             return (df.filter(where) if where else df).select(*by)
 
-        sink = RecomputeMergeSink(keys=self.keys, affected=affected, recompute=recompute)
+        def upstream_keys(spark: Any, fmt: Any) -> DataFrame:
+            return affected(fmt.read(spark, d.streams[0]))
+
+        sink = RecomputeMergeSink(keys=self.keys, affected=affected, recompute=recompute, upstream_keys=upstream_keys)
         return Built(sink, checks=(unique(*self.keys),))
 
 
