@@ -79,7 +79,7 @@ def chosen_partitions(spark: SparkSession, partition_by: tuple[str, ...], upstre
         transform = time_transform(item)
         column = transform[1] if transform and transform[0] == "days" else item if item in dates else None
         if column is None or column not in rows.columns or _span_in_days(rows, column) <= MAX_FIRST_PARTITIONS:
-            chosen.append(item)  # no more distinct days than the span: days stay, without counting them
+            chosen.append(item)  # not a day layout of an upstream column, or no more days than the span: kept
             continue
         day = F.to_date(F.col(column)).alias("day")
         found = rows.select(day).where("day IS NOT NULL").distinct()

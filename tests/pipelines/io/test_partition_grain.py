@@ -5,11 +5,15 @@ from __future__ import annotations
 from datetime import date, datetime, timedelta
 
 from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
 from pyspark.sql.types import DateType, IntegerType, StringType, StructField, StructType, TimestampType
 
 from infra.settings import Settings
+from pipelines.datasets import default_registry
+from pipelines.datasets.ecommerce.sample_data import generate
+from pipelines.datasets.ecommerce.tables import daily_revenue
 from pipelines.io.format_types import DayRange
-from pipelines.io.formats import table_format
+from pipelines.io.formats import Merge, table_format
 from pipelines.io.partition_grain import (
     MAX_FIRST_PARTITIONS,
     described,
@@ -18,8 +22,12 @@ from pipelines.io.partition_grain import (
     time_transform,
     widened,
 )
+from pipelines.ops.backfill import backfill_days
+from pipelines.run.runner import run_table
 from pipelines.spec.tables import OutputTable
 
+GOLD = "gold.daily_revenue"
+COLUMNS = ("event_date", "category", "currency", "orders", "units", "revenue")
 SCHEMA = StructType([StructField("n", IntegerType()), StructField("ts", TimestampType())])
 
 
@@ -138,3 +146,31 @@ def test_the_described_layout_says_when_it_may_become_coarser() -> None:
     )
     assert described(("day",), None, ("day",)) == "day"
     assert described((), None) == "none"
+
+
+def test_a_backfilled_day_of_a_monthly_gold_table_is_recomputed_and_its_months_other_days_kept(
+    spark: SparkSession, fresh_settings: Settings
+) -> None:
+    """Five months of events make the demo's daily revenue monthly; two days of one month are tampered with and
+    one is backfilled: it equals the recomputation from silver, the other keeps its tampered values."""
+    s = fresh_settings
+    registry = default_registry()
+    generate(s.landing, rows=1500, files=3, seed=11, start=datetime(2026, 1, 1), days=150)
+    for name in ("bronze.events", "silver.events", GOLD):
+        run_table(spark, s, registry.get(name))
+    fmt = table_format(s)
+    assert table_grain(spark, fmt.qualified(GOLD), "event_date") == "months"
+    silver = fmt.read(spark, "silver.events")
+    expected = {tuple(r[:3]): tuple(r[3:]) for r in daily_revenue(silver).select(*COLUMNS).collect()}
+    assert expected  # (event_date, category, currency) -> (orders, units, revenue)
+    gold = fmt.read(spark, GOLD)
+    days = sorted({k[0] for k in expected if k[0].month == 2})[:2]
+    zeroed = gold.filter(F.col("event_date").isin(days)).withColumn("revenue", F.lit(0).cast("decimal(18,2)"))
+    fmt.merge(zeroed, GOLD, Merge(("event_date", "category", "currency")))
+
+    backfill_days(spark, s, registry.get(GOLD), days[0], days[0])
+
+    got = {tuple(r[:3]): tuple(r[3:]) for r in fmt.read(spark, GOLD).select(*COLUMNS).collect()}
+    assert {k: v for k, v in got.items() if k[0] != days[1]} == {k: v for k, v in expected.items() if k[0] != days[1]}
+    assert {k for k in got if k[0] == days[1]} == {k for k in expected if k[0] == days[1]}
+    assert all(v[2] == 0 for k, v in got.items() if k[0] == days[1])  # not backfilled: as it was
