@@ -24,7 +24,7 @@ from pipelines.datasets.ecommerce.sample_data import generate
 from pipelines.datasets.ecommerce.tables import LANDED_SCHEMA
 from pipelines.io.formats import table_format
 from pipelines.io.iceberg import DEFAULT_TABLE_PROPERTIES, LANDING_WRITE_OPTIONS
-from pipelines.io.landing_parse import CORRUPT_COLUMN, read_csv_headers, with_corrupt
+from pipelines.io.landing_parse import CORRUPT_COLUMN, read_csv_headers, utf8_text, with_corrupt
 from pipelines.io.sources import batch_read_files, read_batch_by_reader
 from pipelines.run.runner import run_table
 from pipelines.sources.file_health import file_stats
@@ -333,7 +333,7 @@ def bench_landing_parse(
         ).save()
 
     def typed_lines() -> None:
-        line = F.decode(F.encode("value", "UTF-8"), "UTF-8")
+        line = utf8_text(F.col("value"))
         parsed = spark.read.text(folder, lineSep="\n").filter(F.col("value").rlike("\\S"))
         typed = parsed.select(F.from_json(line, with_corrupt(source.schema), options).alias("r"), "_metadata")
         typed.select("r.*", F.col("_metadata.file_path")).write.format("noop").mode("overwrite").save()

@@ -27,6 +27,7 @@ from pipelines.io.landing_parse import (
     parse_csv_lines,
     parse_json_lines,
     unknown_fields,
+    utf8_text,
 )
 from pipelines.spec.sources import FileSource, KafkaSource
 
@@ -95,7 +96,7 @@ def parse_messages(messages: DataFrame, source: KafkaSource, topics: list[str]) 
         headers = CsvHeaders((names,), (None,), dict.fromkeys(topics, 0))  # type: ignore[arg-type]
         parsed = parse_csv_lines(text, as_file, headers, keep_blank=True).drop("_layout")
     else:
-        utf8 = F.decode(F.encode("value", "UTF-8"), "UTF-8") == F.col("value")
+        utf8 = utf8_text(F.col("value")) == F.col("value")
         parsed = text.select(
             F.col("value"),
             F.when(~utf8, F.col("value")).alias(CORRUPT_COLUMN),

@@ -139,6 +139,13 @@ def _header_problem(names: tuple[str, ...], declared: list[str]) -> str | None:
     return None
 
 
+def utf8_text(text: Column) -> Column:
+    """`text` (a string column of landed bytes) with each invalid UTF-8 sequence replaced by U+FFFD: equal to
+    `text` exactly when the bytes were UTF-8. Decoded once from the raw bytes (encoding the string first would
+    decode and encode every line once more)."""
+    return F.decode(text.cast("binary"), "UTF-8")
+
+
 def clean_lines(df: DataFrame, *extra: Column, keep_blank: bool = False) -> DataFrame:
     """`_line` (valid UTF-8, without BOM or trailing CR), `_utf8` (whether the landed bytes were valid UTF-8),
     `_metadata` and `extra` of every non-blank line read as text (every record with `keep_blank`: a Kafka
@@ -151,7 +158,7 @@ def clean_lines(df: DataFrame, *extra: Column, keep_blank: bool = False) -> Data
         # Asked of the landed text (a test of the cleaned line would be pushed below the projections and decode
         # each line twice): a character other than white space, after the one leading BOM the cleaning removes.
         df = df.filter(F.col("value").rlike("^\\x{FEFF}?+\\s*+\\S"))
-    decoded = df.select(F.decode(F.encode("value", "UTF-8"), "UTF-8").alias("_decoded"), "value", "_metadata")
+    decoded = df.select(utf8_text(F.col("value")).alias("_decoded"), "value", "_metadata")
     line = F.col("_decoded")
     no_bom = decoded.select(
         F.when(line.startswith(BOM), line.substr(F.lit(2), F.length(line))).otherwise(line).alias("_no_bom"),
