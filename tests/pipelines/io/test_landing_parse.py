@@ -38,6 +38,7 @@ from pipelines.io.landing_parse import (
     read_schema,
     rescued_value,
     unknown_fields,
+    utf8_text,
     with_corrupt,
     without_rescued,
 )
@@ -113,6 +114,25 @@ def test_clean_lines_drops_blank_lines_and_strips_bom_and_one_trailing_cr(spark:
 
 def test_clean_lines_flags_invalid_utf8_and_replaces_the_bad_byte(spark: SparkSession) -> None:
     assert _rows(clean_lines(_invalid_utf8(spark, b"Jos\xe9"))) == [("Jos\ufffd", False)]
+
+
+@pytest.mark.parametrize(
+    ("data", "text", "utf8"),
+    [
+        (b"Jos\xe9 \xff\xfe!", "Jos\ufffd \ufffd\ufffd!", False),  # every invalid byte replaced, the rest kept
+        (b"\xc3", "\ufffd", False),  # a sequence cut short at the end
+        (b"\xed\xa0\x80", "\ufffd", False),  # an encoded surrogate is not UTF-8: one replacement
+        ("é€😀".encode(), "é€😀", True),
+        (b"", "", True),
+    ],
+)
+def test_utf8_text_replaces_invalid_bytes_and_equals_the_value_only_when_valid(
+    spark: SparkSession, data: bytes, text: str, utf8: bool
+) -> None:
+    """The check every landed line and Kafka raw value goes through (`utf8_text`)."""
+    value = _invalid_utf8(spark, data).select("value")
+    row = value.select(utf8_text(F.col("value")).alias("t"), (utf8_text(F.col("value")) == F.col("value")).alias("u"))
+    assert tuple(row.first()) == (text, utf8)
 
 
 def test_clean_lines_appends_extra_columns_computed_from_the_metadata(spark: SparkSession) -> None:
