@@ -13,8 +13,8 @@ its relocated Jackson classes, which set-up rebuilt with Debian's jarjar: neithe
 driver bundles its native library, so no system package or library path is needed either.
 
 Tributary's own classes (`infra/jvm`: the read-only SQL policy, its Spark session extension, the SQL server's
-shared-secret authenticator and the catalog of Delta table folders) are compiled once with the JDK's javac against
-pyspark's and delta-spark's jars, cached likewise.
+shared-secret authenticator, the catalog of Delta table folders, and the one-pass shape test of landed JSON lines)
+are compiled once with the JDK's javac against pyspark's and delta-spark's jars into one jar, cached likewise.
 """
 
 from __future__ import annotations
@@ -148,6 +148,7 @@ SQL_GUARD_SOURCES = Path(__file__).parent / "jvm"
 SQL_GUARD_EXTENSION = "tributary.sql.ReadOnlyExtension"
 SQL_GUARD_AUTHENTICATOR = "tributary.sql.SharedSecretAuthenticator"
 DELTA_FOLDER_CATALOG = "tributary.sql.DeltaFolderCatalog"
+JSON_LINE_SHAPE = "tributary.landing.JsonLineShape"
 DELTA_EXTENSION = "io.delta.sql.DeltaSparkSessionExtension"
 ICEBERG_EXTENSION = "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions"
 _SQL_GUARD_MARKER = "tributary/sql/ReadOnlyPolicy.class"

@@ -38,7 +38,15 @@ from pyspark.sql.types import (
 
 from infra.paths import open_landed
 from pipelines.io.landing import landed_lines
-from pipelines.io.landing_values import exact_values, lone_surrogate, nothing_after_object, wide, wide_type
+from pipelines.io.landing_values import (
+    NOT_ONE_OBJECT,
+    UNDECLARED_KEY,
+    exact_values,
+    json_line_shape,
+    lone_surrogate,
+    wide,
+    wide_type,
+)
 from pipelines.spec.sources import FileSource
 
 CORRUPT_COLUMN = "_corrupt_record"
@@ -173,27 +181,27 @@ def clean_lines(df: DataFrame, *extra: Column, keep_blank: bool = False) -> Data
 def parse_json_lines(df: DataFrame, source: FileSource, keep_blank: bool = False) -> DataFrame:
     """Typed rows, `_corrupt_record` and `_rescued_data` from JSON lines read as text (with `_metadata`).
 
-    Every line is parsed typed (decimals at their widest scale, `exact_values`) and its top-level keys listed
-    (`json_object_keys`: NULL when the line is not a JSON object); the text of every value is parsed only for the
-    rare line that needs `_rescued_data`. A line holding anything after its object (`nothing_after_object`) or a
-    lone UTF-16 surrogate escape (`lone_surrogate`) is corrupt: Spark's parser would drop the rest, or store `?`.
+    Every line is parsed typed (decimals at their widest scale, `exact_values`) and its shape judged in one pass
+    (`json_line_shape`: exactly one JSON object, and whether it has an undeclared key); the text of every value is
+    parsed only for the rare line that needs `_rescued_data`. A line that is not exactly one object, or that holds
+    a lone UTF-16 surrogate escape (`lone_surrogate`), is corrupt: Spark's parser would drop the rest, or store `?`.
     """
     options = {**dict(source.options), "columnNameOfCorruptRecord": CORRUPT_COLUMN}
+    names = source.schema.names
     parsed = clean_lines(df, keep_blank=keep_blank).select(
         F.from_json("_line", with_corrupt(wide(source.schema)), options).alias("_typed"),
-        F.json_object_keys("_line").alias("_keys"),
+        json_line_shape(F.col("_line"), names).alias("_shape"),
         "_utf8",
         "_line",
         "_metadata",
     )
-    names = source.schema.names
     line = F.col("_line")
     # A line that is not one JSON object in UTF-8 text is corrupt whole: it has no typed values.
-    ok = F.col("_utf8") & F.col("_keys").isNotNull() & nothing_after_object(line) & ~lone_surrogate(line)
+    ok = F.col("_utf8") & (F.col("_shape") != NOT_ONE_OBJECT) & ~lone_surrogate(line)
     values, inexact, exact_texts = exact_values(source.schema, lambda name: F.col(f"_typed.{name}"))
     # A JSON object whose typed parse is corrupt has a value that did not convert.
     failed = F.col(f"_typed.{CORRUPT_COLUMN}").isNotNull() | inexact
-    has_unknown = F.exists("_keys", lambda k: ~k.isin(*names)) if names else F.size("_keys") > 0
+    has_unknown = F.col("_shape") == UNDECLARED_KEY
     raw = F.from_json("_line", _TEXT_MAP)
     # Spark renders a JSON number as text through a double: a decimal's exact text is its wide value's.
     texts = {name: F.coalesce(exact_texts[name], raw[name]) if name in exact_texts else raw[name] for name in names}

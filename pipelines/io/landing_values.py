@@ -1,5 +1,6 @@
 """What makes a landed value exact: decimals parsed wide and checked against their declared scale, and the JSON
-lines Spark's parser would cut short (anything after the object, a lone surrogate escape).
+lines Spark's parser would cut short (anything after the object, a lone surrogate escape) or that hold keys
+nobody declared.
 
 `pipelines.io.landing_parse` applies these to every landed line; a value or line they reject is rescued or
 corrupt, never silently changed.
@@ -7,7 +8,8 @@ corrupt, never silently changed.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import json
+from collections.abc import Callable, Sequence
 from functools import reduce
 
 from pyspark.sql import Column
@@ -15,6 +17,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import DataType, DecimalType, StructField, StructType
 
 from infra.errors import ConfigError
+from infra.spark import JSON_LINE_SHAPE_FUNCTION
 
 # StructField metadata of a decimal column whose landed values are rounded to its scale (`rounded`).
 ROUND_METADATA = "tributary.round"
@@ -79,24 +82,19 @@ def exact_values(
     return values, reduce(lambda a, b: a | b, inexact, F.lit(False)), texts
 
 
-def nothing_after_object(line: Column) -> Column:
-    """TRUE when `line`, which starts with a JSON object, holds nothing after it (Spark's parsers stop after the
-    first value); the caller checks that the object parses.
+# `json_line_shape` values, as `tributary.landing.JsonLineShape` (infra/jvm) returns them.
+NOT_ONE_OBJECT, DECLARED_KEYS, UNDECLARED_KEY = 0, 1, 2
 
-    When the line's only `}` is its last character, the object can only close there: the common flat record
-    needs no tokenizing. Otherwise, wrapped in `[...]` the line is an array of exactly one element unless something
-    follows the value (another object, a comma, a closing brace: NULL or a longer array); the one thing that
-    wrapping hides, a `]` after the value, is caught by also wrapping it as `{"v": ...}`, tried only for the lines
-    holding a `]`. Both functions only tokenize, they build no values.
+
+def json_line_shape(line: Column, names: Sequence[str]) -> Column:
+    """`NOT_ONE_OBJECT` unless `line` is exactly one JSON object (Spark's parsers stop after the first value and
+    would drop the rest), else `DECLARED_KEYS` when every top-level key is in `names`, else `UNDECLARED_KEY`.
+
+    One tokenizing pass in the JVM (infra/jvm `JsonLineShape`, registered in every session by `infra.spark`),
+    with the parser features of Spark's `json_object_keys`; values are skipped, never built. Listing the keys,
+    testing them and proving nothing follows the object with Spark's own functions took three passes.
     """
-    # Bytes before the first `}`, plus one, are the whole line (byte counts and a byte search: character
-    # positions would walk every line twice).
-    closes_at_end = F.octet_length(F.substring_index(line, "}", 1)) + 1 == F.octet_length(line)
-    in_array = F.json_array_length(F.concat(F.lit("["), line, F.lit("]"))) == 1
-    in_object = F.size(F.json_object_keys(F.concat(F.lit('{"v":'), line, F.lit("}")))) == 1
-    return F.when(closes_at_end, F.lit(True)).otherwise(
-        F.coalesce(in_array & (~line.contains("]") | in_object), F.lit(False))
-    )
+    return F.call_function(JSON_LINE_SHAPE_FUNCTION, line, F.lit(json.dumps(list(names))))
 
 
 # A `\uD800`-`\uDBFF` escape not followed by a `\uDC00`-`\uDFFF` one, or the latter not preceded by the former;

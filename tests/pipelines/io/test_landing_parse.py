@@ -2,6 +2,7 @@
 
 - `clean_lines`: blank lines dropped, BOM and one trailing CR removed, invalid UTF-8 flagged and replaced.
 - `file_name`: the decoded file name of a `_metadata.file_path` URI ('+' kept as is).
+- `json_line_shape`: exactly one JSON object (as Spark's key listing parses it), and whether a key is undeclared.
 - `parse_json_lines`: fields by name (case-sensitive), a line that is not an object or has a value that does not
   convert is one corrupt record holding the line, undeclared fields and failed values in `_rescued_data`.
 - `parse_csv_lines`: cells by each file's header, header lines dropped, corrupt and rescued likewise, a file
@@ -42,7 +43,7 @@ from pipelines.io.landing_parse import (
     with_corrupt,
     without_rescued,
 )
-from pipelines.io.landing_values import rounded
+from pipelines.io.landing_values import DECLARED_KEYS, NOT_ONE_OBJECT, UNDECLARED_KEY, json_line_shape, rounded
 from pipelines.spec.sources import FileSource
 
 SCHEMA = StructType(
@@ -245,6 +246,38 @@ MONEY_CSV = FileSource("things", "csv", MONEY)
 def test_json_line_with_anything_after_its_object_is_one_corrupt_record(spark: SparkSession, line: str) -> None:
     # Spark's parser stops after the first object: the rest would vanish without a trace.
     assert _rows(parse_json_lines(_lines(spark, [line]), JSON_SOURCE)) == [(None, None, None, line, None)]
+
+
+@pytest.mark.parametrize(
+    ("line", "names", "shape"),
+    [
+        ('{"a": 1}', ["a"], DECLARED_KEYS),
+        ('  {"a": 1, "a": 2}\t ', ["a"], DECLARED_KEYS),
+        ("{}", [], DECLARED_KEYS),
+        ('{"a": {"b": [1, {"c": "}]"}]}}', ["a"], DECLARED_KEYS),  # nested keys are values, not columns
+        ("{'a': 'x'}", ["a"], DECLARED_KEYS),  # single quotes and raw tabs: as Spark's key listing accepts
+        ('{"a": "x\ty"}', ["a"], DECLARED_KEYS),
+        ('{"a,b": 1, "q\\"": 2}', ["a,b", 'q"'], DECLARED_KEYS),  # names are passed as JSON, not split
+        ('{"a": 1, "b": 2}', ["a"], UNDECLARED_KEY),
+        ('{"A": 1}', ["a"], UNDECLARED_KEY),
+        ('{"a": 1}', [], UNDECLARED_KEY),
+        ('{"a": 1} x', ["a"], NOT_ONE_OBJECT),
+        ('{"b": 1}]', ["a"], NOT_ONE_OBJECT),  # an undeclared key does not stop the test of what follows
+        ('{"a": 1,}', ["a"], NOT_ONE_OBJECT),
+        ('{"a": NaN}', ["a"], NOT_ONE_OBJECT),
+        ('{"a": 1 /* c */}', ["a"], NOT_ONE_OBJECT),
+        ('{"a": "\\q"}', ["a"], NOT_ONE_OBJECT),
+        ("[1]", ["a"], NOT_ONE_OBJECT),
+        ("null", ["a"], NOT_ONE_OBJECT),
+        ("", ["a"], NOT_ONE_OBJECT),
+        (None, ["a"], None),
+    ],
+)
+def test_json_line_shape_is_one_object_and_whether_a_key_is_undeclared(
+    spark: SparkSession, line: str | None, names: list[str], shape: int | None
+) -> None:
+    df = spark.createDataFrame([(line,)], "line string")
+    assert df.select(json_line_shape(F.col("line"), names)).first()[0] == shape
 
 
 def test_json_object_with_brackets_and_braces_inside_values_is_one_record(spark: SparkSession) -> None:
