@@ -100,6 +100,8 @@ def test_clean_lines_drops_blank_lines_and_strips_bom_and_one_trailing_cr(spark:
         "\ufeff",
         "\ufeff \r",
         "\ufeff\ufeff",
+        "\x0b\f \t",
+        "\u00a0",  # a no-break space is text, as it is to a regular expression's \S
     ]
     out = clean_lines(_lines(spark, lines))
     assert out.columns == ["_line", "_utf8", "_metadata"]
@@ -110,6 +112,7 @@ def test_clean_lines_drops_blank_lines_and_strips_bom_and_one_trailing_cr(spark:
         ("  d \ufeff", True),
         ("e\rf", True),
         ("\ufeff", True),
+        ("\u00a0", True),
     ]
 
 
