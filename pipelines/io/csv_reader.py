@@ -21,14 +21,14 @@ written (`pipelines.sources.file_health`).
 from __future__ import annotations
 
 import codecs
-import re
 from pathlib import Path
 
-from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StringType, StructField, StructType
 
 from infra.paths import COMPRESSED_SUFFIXES, local_path
+from pipelines.io.landing import read_as_pattern
 from pipelines.io.landing_parse import (
     BOM,
     CORRUPT_COLUMN,
@@ -38,7 +38,7 @@ from pipelines.io.landing_parse import (
     csv_ddl,
     rescued_json,
 )
-from pipelines.io.landing_values import exact_values, wide_type
+from pipelines.io.landing_values import exact_values, named_column, wide_type
 from pipelines.spec.sources import FileSource
 
 # `_corrupt_record` of a row whose decimal has more digits than its scale: never a landed line (no NUL byte passes
@@ -49,7 +49,6 @@ _SAME_MEANING = {"sep", "delimiter", "quote", "escape", "nullValue", "emptyValue
 # Every byte but the control characters the reader's blank-line test trims (all but tab and line ends): deleting
 # them from a chunk leaves only those (bytes.translate runs at memory speed; a regular expression at 30 MB/s).
 _NOT_CONTROL = bytes(b for b in range(256) if b >= 0x20 or b in b"\t\n\r")
-_GLOB = re.compile(r"[\\*?\[\]{}]")
 _CHUNK = 1 << 22
 _BOM_BYTES = BOM.encode()
 
@@ -106,7 +105,7 @@ def split_files(headers: CsvHeaders, files: list[str]) -> tuple[dict[int, list[s
             path is None
             or layout is None
             or path.name in headers.problems
-            or _GLOB.search(str(path))  # a path the reader would take as a pattern
+            or read_as_pattern(path)  # a path the reader would take as a pattern
             or not reads_alike(path, headers.header_lines[layout])
         ):
             rest.append(uri)
@@ -125,14 +124,14 @@ def read_layout(spark: SparkSession, source: FileSource, names: tuple[str, ...],
     options.update(header="true", enforceSchema="true", mode="PERMISSIVE", columnNameOfCorruptRecord=CORRUPT_COLUMN)
     read = spark.read.schema(schema).options(**options).csv(files)
     present = StructType([f for f in source.schema.fields if f.name in names])
-    values, inexact, _ = exact_values(present, _column)
+    values, inexact, _ = exact_values(present, named_column)
     corrupt = F.col(CORRUPT_COLUMN)
     extra = [n for n in names if n not in declared]
     # Every row's values in one projection Spark compiles (the functions below would keep it interpreted).
     typed = read.select(
         *[values.get(f.name, F.lit(None).cast(f.dataType)).alias(f.name) for f in source.schema.fields],
         F.when(corrupt.isNotNull(), corrupt).when(inexact, F.lit(REPARSE_MARK)).alias(CORRUPT_COLUMN),
-        *[_column(n).alias(f"_extra{i}") for i, n in enumerate(extra)],
+        *[named_column(n).alias(f"_extra{i}") for i, n in enumerate(extra)],
         F.col("_metadata.file_path").alias("_source_file"),
     )
     # The text of every cell, only for a malformed record (rare): the values `_rescued_data` keeps.
@@ -141,16 +140,11 @@ def read_layout(spark: SparkSession, source: FileSource, names: tuple[str, ...],
     raw = F.when(malformed, F.from_csv(F.col(CORRUPT_COLUMN), csv_ddl(names, declared, typed=False), text_options))
     pairs = [x for i, n in enumerate(extra) for x in (F.lit(n), F.col(f"_extra{i}"))]
     unknown = F.create_map(*pairs) if extra else None
-    kept = {f.name: _column(f.name) for f in present.fields}
+    kept = {f.name: named_column(f.name) for f in present.fields}
     rescued = rescued_json(present, kept, {n: raw[n] for n in names if n in declared}, unknown)
     return typed.select(
-        *[_column(n) for n in source.schema.names],
+        *[named_column(n) for n in source.schema.names],
         CORRUPT_COLUMN,
         F.when(malformed | F.lit(bool(extra)), rescued).alias(RESCUED_COLUMN),
         "_source_file",
     )
-
-
-def _column(name: str) -> Column:
-    """A column by its exact name (dots and spaces included)."""
-    return F.col("`" + name.replace("`", "``") + "`")

@@ -23,6 +23,7 @@ Nothing here needs Spark: the landing sensor lists the folders with it every few
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, TYPE_CHECKING
@@ -35,6 +36,16 @@ if TYPE_CHECKING:
 _READ_ALTHOUGH_UNDERSCORE = ("_common_metadata", "_metadata")
 _IN_FLIGHT_SUFFIX = "._COPYING_"
 _UTF8_BOM = "\ufeff".encode()
+
+
+# Characters a Spark reader takes as a glob pattern in a path it is given.
+_GLOB = re.compile(r"[\\*?\[\]{}]")
+
+
+def read_as_pattern(path: Path) -> bool:
+    """Whether Spark's readers would take `path`, given as a path to read, as a pattern (the file is then parsed
+    line by line from the folder's stream instead)."""
+    return _GLOB.search(str(path)) is not None
 
 
 def landing_folder(settings: Settings, source: FileSource) -> Path:

@@ -43,6 +43,7 @@ from pipelines.io.landing_values import (
     UNDECLARED_KEY,
     exact_values,
     json_line_shape,
+    json_rescued,
     lone_surrogate,
     wide,
     wide_type,
@@ -70,7 +71,7 @@ KAFKA_LINEAGE = (
     StructField("_kafka_key", BinaryType()),
 )
 BOM = "\ufeff"
-_TEXT_MAP = MapType(StringType(), StringType())
+TEXT_MAP = MapType(StringType(), StringType())
 # Options of Spark's CSV reader that mean nothing to a per-line parse (the header is handled here).
 READER_ONLY_OPTIONS = {"header", "multiLine", "lineSep", "encoding", "enforceSchema", "inferSchema", "samplingRatio"}
 
@@ -202,11 +203,7 @@ def parse_json_lines(df: DataFrame, source: FileSource, keep_blank: bool = False
     # A JSON object whose typed parse is corrupt has a value that did not convert.
     failed = F.col(f"_typed.{CORRUPT_COLUMN}").isNotNull() | inexact
     has_unknown = F.col("_shape") == UNDECLARED_KEY
-    raw = F.from_json("_line", _TEXT_MAP)
-    # Spark renders a JSON number as text through a double: a decimal's exact text is its wide value's.
-    texts = {name: F.coalesce(exact_texts[name], raw[name]) if name in exact_texts else raw[name] for name in names}
-    unknown = F.map_filter(raw, lambda k, _: ~k.isin(*names))
-    rescued = rescued_json(source.schema, values, texts, unknown)
+    rescued = json_rescued(line, names, values, exact_texts)
     # `ok` is computed once per line in its own projection: referenced by every column, and a condition's
     # right-hand side (short-circuited) escapes Spark's common subexpression elimination.
     judged = parsed.select("*", ok.alias("_ok"), failed.alias("_failed"))
@@ -214,7 +211,7 @@ def parse_json_lines(df: DataFrame, source: FileSource, keep_blank: bool = False
     return judged.select(
         *[F.when(ok, values[f.name]).alias(f.name) for f in source.schema.fields],
         F.when(~ok | failed, F.col("_line")).alias(CORRUPT_COLUMN),
-        # Built only for the rare record that needs it: the map functions are costly per row.
+        # Built only for the rare record that needs it.
         F.when(ok & (failed | has_unknown), rescued).alias(RESCUED_COLUMN),
         "_metadata",
     )
@@ -323,18 +320,18 @@ def rescued_json(
 
 def unknown_fields(schema: StructType) -> Column:
     """The names in `_rescued_data` that the schema does not declare (an empty array when none)."""
-    keys = F.map_keys(F.from_json(F.col(RESCUED_COLUMN), _TEXT_MAP))
+    keys = F.map_keys(F.from_json(F.col(RESCUED_COLUMN), TEXT_MAP))
     return F.coalesce(F.filter(keys, lambda k: ~k.isin(*schema.names)), F.array().cast("array<string>"))
 
 
 def rescued_value(name: str) -> Column:
     """The text of field `name` in `_rescued_data` (NULL when absent)."""
-    return F.from_json(F.col(RESCUED_COLUMN), _TEXT_MAP)[name]
+    return F.from_json(F.col(RESCUED_COLUMN), TEXT_MAP)[name]
 
 
 def without_rescued(names: list[str]) -> Column:
     """`_rescued_data` with the fields `names` taken out (NULL when nothing is left)."""
-    rest = F.map_filter(F.from_json(F.col(RESCUED_COLUMN), _TEXT_MAP), lambda k, _: ~k.isin(*names))
+    rest = F.map_filter(F.from_json(F.col(RESCUED_COLUMN), TEXT_MAP), lambda k, _: ~k.isin(*names))
     return F.when(F.size(rest) > 0, F.to_json(rest))
 
 

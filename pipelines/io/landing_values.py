@@ -17,7 +17,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import DataType, DecimalType, StructField, StructType
 
 from infra.errors import ConfigError
-from infra.spark import JSON_LINE_SHAPE_FUNCTION
+from infra.spark import JSON_LINE_SHAPE_FUNCTION, JSON_RESCUED_FUNCTION
 
 # StructField metadata of a decimal column whose landed values are rounded to its scale (`rounded`).
 ROUND_METADATA = "tributary.round"
@@ -41,6 +41,11 @@ def rounded(schema: StructType, *columns: str) -> StructType:
             for f in schema.fields
         ]
     )
+
+
+def named_column(name: str) -> Column:
+    """A column by its exact name (dots, spaces and backticks included)."""
+    return F.col("`" + name.replace("`", "``") + "`")
 
 
 def wide_type(f: StructField) -> DataType:
@@ -95,6 +100,19 @@ def json_line_shape(line: Column, names: Sequence[str]) -> Column:
     testing them and proving nothing follows the object with Spark's own functions took three passes.
     """
     return F.call_function(JSON_LINE_SHAPE_FUNCTION, line, F.lit(json.dumps(list(names))))
+
+
+def json_rescued(line: Column, names: Sequence[str], values: dict[str, Column], exact: dict[str, Column]) -> Column:
+    """`_rescued_data` of a JSON `line`: an object of the declared fields whose typed value (`values`) is NULL, with
+    their text (their `exact` text where given, else the line's), and of every undeclared key; NULL when empty.
+
+    One function in the JVM (infra/jvm `JsonRescued`, registered by `infra.spark`) that evaluates Spark's own
+    `from_json(line, 'map<string,string>')` and writes the object as `to_json` does: the same result as those
+    functions, but compiled with the rest of the query (they would keep their whole projection interpreted).
+    """
+    missing = F.concat(*[F.when(values[n].isNull(), F.lit("1")).otherwise(F.lit("0")) for n in names])
+    texts = F.array(*[exact[n] if n in exact else F.lit(None).cast("string") for n in names])
+    return F.call_function(JSON_RESCUED_FUNCTION, line, F.lit(json.dumps(list(names))), missing, texts)
 
 
 # A `\uD800`-`\uDBFF` escape not followed by a `\uDC00`-`\uDFFF` one, or the latter not preceded by the former;

@@ -20,7 +20,7 @@ from pyspark.sql.streaming import DataStreamReader
 from infra.errors import ConfigError, PipelineError
 from infra.paths import canonical_all, local_path, misnamed_compression, open_landed
 from infra.settings import Settings
-from pipelines.io import csv_reader, file_ledger
+from pipelines.io import csv_reader, file_ledger, json_reader
 from pipelines.io.checkpoints import pending_batch, seen_files
 from pipelines.io.landing import is_landed_name, landed_paths, landing_folder
 from pipelines.io.landing_parse import (
@@ -211,15 +211,23 @@ def batch_read_files(spark: SparkSession, source: FileSource, files: list[str]) 
 def read_batch_by_reader(
     spark: SparkSession, source: FileSource, headers: CsvHeaders | None, files: list[str], lines: DataFrame
 ) -> tuple[DataFrame, int] | None:
-    """One micro-batch of landed CSV files (`files`) read by Spark's CSV reader where it reads them exactly as the
-    line parse does (`pipelines.io.csv_reader`), and how many files it reads; the other files' rows are taken
-    from `lines`, the batch parsed per line (`read_files`). None when no file qualifies: then `lines` is the batch."""
-    if headers is None or not csv_reader.reader_applies(source) or not _reads_lines(source):
+    """One micro-batch of landed files (`files`) read by Spark's own CSV or JSON reader where it reads them exactly
+    as the line parse does (`pipelines.io.csv_reader`, `pipelines.io.json_reader`), and how many files it reads;
+    the other files' rows are taken from `lines`, the batch parsed per line (`read_files`). None when no file
+    qualifies: then `lines` is the batch."""
+    if not _reads_lines(source):
         return None
-    by_layout, rest = csv_reader.split_files(headers, files)
-    if not by_layout:
+    if json_reader.reader_applies(source):
+        alike, rest = json_reader.split_files(spark, source, files)
+        frames = [json_reader.read_json_files(spark, source, alike)] if alike else []
+    elif headers is not None and csv_reader.reader_applies(source):
+        by_layout, rest = csv_reader.split_files(headers, files)
+        alike = [path for paths in by_layout.values() for path in paths]
+        frames = [csv_reader.read_layout(spark, source, headers.layouts[i], paths) for i, paths in by_layout.items()]
+    else:
         return None
-    frames = [csv_reader.read_layout(spark, source, headers.layouts[i], paths) for i, paths in by_layout.items()]
+    if not frames:
+        return None
     out = frames[0]
     for frame in frames[1:]:
         out = out.unionByName(frame)
@@ -227,7 +235,7 @@ def read_batch_by_reader(
     if rest:
         names = [Path(f).name for f in rest]
         out = out.unionByName(lines.drop("_layout").filter(file_name(F.col("_source_file")).isin(names)))
-    return out, sum(len(paths) for paths in by_layout.values())
+    return out, len(alike)
 
 
 def read_files(

@@ -212,9 +212,9 @@ def write_landed(ctx: BatchContext, df: DataFrame, spec: TableSpec, headers: Csv
     """Check one micro-batch of landed rows file by file, record their health, then write it through the sink.
 
     Nothing is written when the batch fails a check. Bronze keeps the rows of a rejected file (stamped); a
-    table that reads landed files directly does not receive them. CSV files that Spark's CSV reader reads
-    exactly as the line parse does are read by it (`pipelines.io.csv_reader`); when a row needs its line back,
-    the batch is parsed line by line instead, before anything is written.
+    table that reads landed files directly does not receive them. CSV and JSON files that Spark's own reader
+    reads exactly as the line parse does are read by it (`pipelines.io.csv_reader`, `pipelines.io.json_reader`);
+    when a row needs its line back, the batch is parsed line by line instead, before anything is written.
     """
     if headers is not None:
         check_layouts(ctx, headers)
@@ -225,7 +225,7 @@ def write_landed(ctx: BatchContext, df: DataFrame, spec: TableSpec, headers: Csv
     if by_reader is not None:
         frame, files = by_reader
         if _write_checked(ctx, frame, spec, headers):
-            ctx.metrics["files_read_by_csv_reader"] += files
+            ctx.metrics[f"files_read_by_{source.format}_reader"] += files
             return
         ctx.metrics["batches_parsed_again"] += 1
     _write_checked(ctx, df, spec, headers)

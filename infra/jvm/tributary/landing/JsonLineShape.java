@@ -6,7 +6,9 @@ import com.fasterxml.jackson.core.JsonParser;
 import com.fasterxml.jackson.core.JsonToken;
 import com.fasterxml.jackson.core.json.JsonReadFeature;
 import java.io.IOException;
+import java.util.ArrayList;
 import java.util.HashSet;
+import java.util.List;
 import java.util.Set;
 import org.apache.spark.sql.api.java.UDF2;
 
@@ -24,7 +26,7 @@ public class JsonLineShape implements UDF2<String, String, Integer> {
   public static final int DECLARED = 1;
   public static final int UNDECLARED = 2;
 
-  private static final JsonFactory FACTORY =
+  static final JsonFactory FACTORY =
       new JsonFactoryBuilder()
           .enable(JsonReadFeature.ALLOW_UNESCAPED_CONTROL_CHARS)
           .enable(JsonReadFeature.ALLOW_SINGLE_QUOTES)
@@ -43,6 +45,13 @@ public class JsonLineShape implements UDF2<String, String, Integer> {
       declaredJson = names;
     }
     try (JsonParser parser = FACTORY.createParser(line)) {
+      return shape(parser, declared);
+    }
+  }
+
+  /** The shape of the one line {@code parser} reads (see the class comment). */
+  static int shape(JsonParser parser, Set<String> declared) {
+    try {
       if (parser.nextToken() != JsonToken.START_OBJECT) {
         return NOT_ONE_OBJECT;
       }
@@ -62,8 +71,13 @@ public class JsonLineShape implements UDF2<String, String, Integer> {
     }
   }
 
-  private static Set<String> parseNames(String names) throws IOException {
-    Set<String> parsed = new HashSet<>();
+  static Set<String> parseNames(String names) throws IOException {
+    return new HashSet<>(parseNameList(names));
+  }
+
+  /** The strings of a JSON array of strings, in order. */
+  static List<String> parseNameList(String names) throws IOException {
+    List<String> parsed = new ArrayList<>();
     try (JsonParser parser = FACTORY.createParser(names)) {
       if (parser.nextToken() != JsonToken.START_ARRAY) {
         throw new IllegalArgumentException("declared names must be a JSON array of strings: " + names);

@@ -1,0 +1,187 @@
+package tributary.landing;
+
+import com.fasterxml.jackson.core.JsonFactory;
+import com.fasterxml.jackson.core.JsonParser;
+import com.fasterxml.jackson.core.JsonProcessingException;
+import com.fasterxml.jackson.core.JsonToken;
+import java.io.IOException;
+import java.io.InputStream;
+import java.nio.file.Files;
+import java.nio.file.Paths;
+import java.util.Arrays;
+import java.util.List;
+import java.util.Set;
+import java.util.stream.IntStream;
+import org.apache.spark.sql.catalyst.json.JSONOptions;
+
+/**
+ * Whether Spark's JSON reader reads a landed JSON-lines file exactly as Tributary's line parse does, decided from the
+ * file's bytes on the driver before a batch is read. A file qualifies when every byte is UTF-8 text without a
+ * byte-order mark or a control character other than tab and line ends, no string escapes half of a UTF-16 surrogate
+ * pair, and every line is blank (spaces and tabs only) or exactly one JSON object whose top-level keys are all
+ * declared ({@link JsonLineShape}), or an object Spark's parser fails inside ({@link #brokenObject}: the reader gives
+ * one corrupt record holding the line, which the line parse also marks corrupt whole). On such a file both read the
+ * same lines with the same parser and options, so they give the same records; any other file is left to the line
+ * parse.
+ *
+ * <p>Lines are split at every CR and LF: a CRLF then yields an extra empty line, which both skip.
+ */
+public final class JsonFileProof {
+  private static final int CHUNK = 1 << 22;
+  // The parser Spark's JSON reader builds for a source without parser options (`json_reader.reader_applies`).
+  private static final JsonFactory SPARK_FACTORY = sparkFactory();
+
+  private JsonFileProof() {}
+
+  /**
+   * One character per path of the JSON array {@code pathsJson}: {@code 1} when the file reads alike, {@code 0}
+   * otherwise (also when it cannot be read). {@code namesJson}: the declared names as a JSON array of strings.
+   * Files are checked in parallel.
+   */
+  public static String readsAlike(String pathsJson, String namesJson) throws IOException {
+    return readsAlike(pathsJson, namesJson, CHUNK);
+  }
+
+  /** {@link #readsAlike(String, String)} reading each file {@code chunk} bytes at a time (at least). */
+  public static String readsAlike(String pathsJson, String namesJson, int chunk) throws IOException {
+    Set<String> declared = JsonLineShape.parseNames(namesJson);
+    List<String> paths = JsonLineShape.parseNameList(pathsJson);
+    char[] out = new char[paths.size()];
+    IntStream.range(0, out.length)
+        .parallel()
+        .forEach(i -> out[i] = fileAlike(paths.get(i), declared, chunk) ? '1' : '0');
+    return new String(out);
+  }
+
+  static boolean fileAlike(String path, Set<String> declared, int chunk) {
+    byte[] buf = new byte[chunk];
+    int start = 0;
+    int filled = 0;
+    boolean eof = false;
+    StrictJsonObject strict = new StrictJsonObject(declared);
+    try (InputStream in = Files.newInputStream(Paths.get(path))) {
+      while (!eof) {
+        if (start > 0) {
+          System.arraycopy(buf, start, buf, 0, filled - start);
+          filled -= start;
+          start = 0;
+        } else if (filled == buf.length) {
+          buf = Arrays.copyOf(buf, buf.length * 2);
+        }
+        int n = in.read(buf, filled, buf.length - filled);
+        if (n < 0) {
+          eof = true;
+        } else {
+          filled += n;
+        }
+        for (int i = start; i < filled; i++) {
+          if (buf[i] == '\n' || buf[i] == '\r') {
+            if (!strict.accepts(buf, start, i) && !lineAlike(buf, start, i, declared)) {
+              return false;
+            }
+            start = i + 1;
+          }
+        }
+      }
+      return strict.accepts(buf, start, filled) || lineAlike(buf, start, filled, declared);
+    } catch (IOException unreadable) {
+      return false;
+    }
+  }
+
+  /** Whether the line {@code buf[from, to)} is blank, one object of declared keys or a broken object. */
+  static boolean lineAlike(byte[] buf, int from, int to, Set<String> declared) throws IOException {
+    boolean blank = true;
+    for (int i = from; i < to; i++) {
+      int b = buf[i] & 0xff;
+      if (b == ' ' || b == '\t') {
+        continue;
+      }
+      blank = false;
+      if (b < 0x20) {
+        return false;
+      }
+      if (b == '\\' && i + 3 < to && buf[i + 1] == 'u' && (buf[i + 2] | 0x20) == 'd' && surrogateDigit(buf[i + 3])) {
+        return false;
+      }
+      if (b >= 0x80) {
+        int length = utf8Length(buf, i, to);
+        if (length == 0 || (b == 0xef && (buf[i + 1] & 0xff) == 0xbb && (buf[i + 2] & 0xff) == 0xbf)) {
+          return false; // not UTF-8, or a byte-order mark
+        }
+        i += length - 1;
+      }
+    }
+    if (blank) {
+      return true;
+    }
+    int shape;
+    try (JsonParser parser = JsonLineShape.FACTORY.createParser(buf, from, to - from)) {
+      shape = JsonLineShape.shape(parser, declared);
+    }
+    return shape == JsonLineShape.DECLARED || (shape == JsonLineShape.NOT_ONE_OBJECT && brokenObject(buf, from, to));
+  }
+
+  /**
+   * Whether Spark's JSON reader fails inside the line's first object, so that it gives one corrupt record holding
+   * the line: the line starts an object that Spark's own parser (built from the reader's default options) cannot
+   * tokenize to its end. A successful conversion tokenizes the whole object, so a failure inside it always makes
+   * the record corrupt. An object that ends is not broken: what follows it is what the reader would drop.
+   */
+  static boolean brokenObject(byte[] buf, int from, int to) throws IOException {
+    try (JsonParser parser = SPARK_FACTORY.createParser(buf, from, to - from)) {
+      if (parser.nextToken() != JsonToken.START_OBJECT) {
+        return false;
+      }
+      parser.skipChildren();
+      return false;
+    } catch (JsonProcessingException broken) {
+      return true;
+    }
+  }
+
+  private static JsonFactory sparkFactory() {
+    return new JSONOptions(noOptions(), "UTC", "").buildJsonFactory();
+  }
+
+  /** An empty options map for Spark's JSON classes. */
+  @SuppressWarnings("unchecked")
+  static scala.collection.immutable.Map<String, String> noOptions() {
+    return (scala.collection.immutable.Map<String, String>) (Object) scala.collection.immutable.Map$.MODULE$.empty();
+  }
+
+  private static boolean surrogateDigit(byte b) {
+    return (b >= '8' && b <= '9') || ((b | 0x20) >= 'a' && (b | 0x20) <= 'f');
+  }
+
+  /** The length of the well-formed UTF-8 sequence starting at {@code i} (lead byte 0x80 or more), 0 if none. */
+  static int utf8Length(byte[] buf, int i, int to) {
+    int b = buf[i] & 0xff;
+    int length;
+    int low = 0x80;
+    int high = 0xbf;
+    if (b >= 0xc2 && b <= 0xdf) {
+      length = 2;
+    } else if (b >= 0xe0 && b <= 0xef) {
+      length = 3;
+      low = b == 0xe0 ? 0xa0 : 0x80;
+      high = b == 0xed ? 0x9f : 0xbf;
+    } else if (b >= 0xf0 && b <= 0xf4) {
+      length = 4;
+      low = b == 0xf0 ? 0x90 : 0x80;
+      high = b == 0xf4 ? 0x8f : 0xbf;
+    } else {
+      return 0;
+    }
+    if (i + length > to) {
+      return 0;
+    }
+    for (int k = 1; k < length; k++) {
+      int c = buf[i + k] & 0xff;
+      if (c < (k == 1 ? low : 0x80) || c > (k == 1 ? high : 0xbf)) {
+        return 0;
+      }
+    }
+    return length;
+  }
+}

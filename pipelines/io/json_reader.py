@@ -1,0 +1,113 @@
+"""Landed JSON-lines files read by Spark's own JSON reader, for the files where it reads exactly what the line parse
+reads.
+
+The line parse (`pipelines.io.landing_parse.parse_json_lines`) keeps every promise for any bytes, but it reads
+each file as text and then hands every line to `from_json` (which reads characters, where the reader parses the
+bytes): about 2x Spark's JSON reader. Both parse the same lines with the same parser and options, so for a file
+where nothing tells them apart they give the same records. What tells them apart is decided from the file's bytes
+on the driver, before the batch is read, by one Jackson pass per line in the JVM (infra/jvm `JsonFileProof`,
+files in parallel):
+
+- bytes that are not UTF-8 (the reader would replace them silently; the line parse marks the line corrupt), a
+  byte-order mark, and control characters other than tab and line ends;
+- a line that is not exactly one JSON object (the reader would drop what follows the object, or split an array),
+  unless it is an object Spark's parser fails inside (the reader then gives one corrupt record holding the line,
+  as the line parse does), and a line whose keys are not all declared (the line parse keeps them in
+  `_rescued_data`);
+- an escape of half a UTF-16 surrogate pair (the reader would store `?`), conservatively any `\\uD800`-`\\uDFFF`;
+- a compressed file (its bytes are not scanned here).
+
+Such a file goes through the line parse. The reader's corrupt records carry their line in `_corrupt_record` and get
+`_rescued_data` from the same text parse as the line parse's; a decimal with more digits than its scale cannot be
+given its line here, so its row is marked (`REPARSE_MARK`) and the batch is parsed again line by line before
+anything is written (`pipelines.sources.file_health`).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from infra.paths import COMPRESSED_SUFFIXES, local_path
+from pipelines.io.csv_reader import REPARSE_MARK
+from pipelines.io.landing import read_as_pattern
+from pipelines.io.landing_parse import CORRUPT_COLUMN, RESCUED_COLUMN, with_corrupt
+from pipelines.io.landing_values import (
+    NOT_ONE_OBJECT,
+    exact_values,
+    json_line_shape,
+    json_rescued,
+    named_column,
+    wide,
+)
+from pipelines.spec.sources import FileSource
+
+# Options that mean the same to the reader and to the line parse; any other option keeps a source on the line parse.
+_SAME_MEANING = {"dateFormat", "timestampFormat", "timestampNTZFormat", "timeZone", "locale"}
+
+
+def reader_applies(source: FileSource) -> bool:
+    """Whether the source's options mean the same to Spark's JSON reader as to the line parse."""
+    return source.format == "json" and all(k in _SAME_MEANING for k, _ in source.options)
+
+
+def reads_alike(spark: SparkSession, paths: list[Path], names: list[str], chunk: int | None = None) -> list[bool]:
+    """Per path: whether Spark's JSON reader reads the same records from that file as the line parse, for the
+    declared field `names` (see the module docstring). Files are read in parallel, `chunk` bytes at a time."""
+    proof = spark._jvm.tributary.landing.JsonFileProof  # type: ignore[union-attr]
+    args = [json.dumps([str(p) for p in paths]), json.dumps(names)]
+    flags = proof.readsAlike(*args) if chunk is None else proof.readsAlike(*args, chunk)
+    return [flag == "1" for flag in flags]
+
+
+def split_files(spark: SparkSession, source: FileSource, files: list[str]) -> tuple[list[str], list[str]]:
+    """The batch's files Spark's JSON reader reads alike (`reads_alike`), and the rest (for the line parse)."""
+    candidates: dict[str, Path] = {}
+    rest: list[str] = []
+    for uri in files:
+        path = local_path(uri)
+        if path is None or path.suffix in COMPRESSED_SUFFIXES or read_as_pattern(path):
+            rest.append(uri)
+        else:
+            candidates[uri] = path
+    alike: list[str] = []
+    flags = reads_alike(spark, list(candidates.values()), source.schema.names) if candidates else []
+    for uri, flag in zip(candidates, flags, strict=True):
+        (alike if flag else rest).append(uri)
+    return alike, rest
+
+
+def read_json_files(spark: SparkSession, source: FileSource, files: list[str]) -> DataFrame:
+    """`files` through Spark's JSON reader, as `parse_json_lines` shapes rows (with `_source_file`)."""
+    options = {**dict(source.options), "mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT_COLUMN}
+    read = spark.read.schema(with_corrupt(wide(source.schema))).options(**options).json(files)
+    corrupt = F.col(CORRUPT_COLUMN)
+    # A corrupt record whose line is not one whole object (`JsonFileProof.brokenObject`) has no values, as in the
+    # line parse; judged in its own projection, once per row and only for corrupt records.
+    broken = corrupt.isNotNull() & (json_line_shape(corrupt, source.schema.names) == NOT_ONE_OBJECT)
+    judged = read.select("*", F.coalesce(broken, F.lit(False)).alias("_broken"))
+    values, inexact, widened = exact_values(source.schema, named_column)
+    wide_of = {name: f"_wide{i}" for i, name in enumerate(widened)}
+    whole = ~F.col("_broken")
+    # The wide decimals are kept beside their values: `_rescued_data` keeps the exact text of one that does not fit.
+    typed = judged.select(
+        *[F.when(whole, values[f.name]).alias(f.name) for f in source.schema.fields],
+        F.when(corrupt.isNotNull(), corrupt).when(inexact, F.lit(REPARSE_MARK)).alias(CORRUPT_COLUMN),
+        *[named_column(name).alias(wide) for name, wide in wide_of.items()],
+        F.col("_metadata.file_path").alias("_source_file"),
+        "_broken",
+    )
+    # Only for a record with a value that did not convert (rare): `_rescued_data`.
+    malformed = F.col(CORRUPT_COLUMN).isNotNull() & whole
+    _, _, exact = exact_values(source.schema, lambda n: F.col(wide_of[n]) if n in wide_of else named_column(n))
+    kept = {n: named_column(n) for n in source.schema.names}
+    rescued = json_rescued(F.col(CORRUPT_COLUMN), source.schema.names, kept, exact)
+    return typed.select(
+        *[named_column(n) for n in source.schema.names],
+        CORRUPT_COLUMN,
+        F.when(malformed, rescued).alias(RESCUED_COLUMN),
+        "_source_file",
+    )

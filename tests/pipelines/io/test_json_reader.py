@@ -1,0 +1,205 @@
+"""Landed JSON-lines files read by Spark's JSON reader (`pipelines/io/json_reader.py`) give exactly the line parse's
+rows.
+
+- `reads_alike`: the JVM byte scan that sends a file to the line parse (not UTF-8, a byte-order mark, a control
+  character, a line that is not one object and not an object broken inside, an undeclared key, a surrogate
+  escape, compressed).
+- `read_batch_by_reader`: on messy files the scan accepts (values that do not convert, nested values under string
+  columns, single quotes, raw tabs in strings, duplicate keys, objects cut off or broken inside, blank lines, CRLF
+  and lone CR line ends, non-ASCII text, no final line end, strict JSON and escaped keys) the rows equal the line
+  parse's, value for value; a file the scan refuses is taken from the line parse; a decimal with more digits than
+  its scale marks its row for a second parse.
+"""
+
+from __future__ import annotations
+
+import gzip
+from pathlib import Path
+
+import pytest
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.types import (
+    BooleanType,
+    DateType,
+    DecimalType,
+    IntegerType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
+)
+
+from pipelines.io.csv_reader import REPARSE_MARK
+from pipelines.io.json_reader import reader_applies, reads_alike
+from pipelines.io.landing_parse import CORRUPT_COLUMN, parse_json_lines
+from pipelines.io.sources import read_batch_by_reader
+from pipelines.spec.sources import FileSource
+
+SCHEMA = StructType(
+    [
+        StructField("id", StringType()),
+        StructField("qty", IntegerType()),
+        StructField("price", DecimalType(8, 2)),
+        StructField("day", DateType()),
+        StructField("at", TimestampType()),
+        StructField("ok", BooleanType()),
+    ]
+)
+SOURCE = FileSource("things", "json", SCHEMA)
+
+MESSY = {
+    "a.json": (
+        b'{"id":"a1","qty":1,"price":2.50,"day":"2026-01-02","at":"2026-01-02 10:00:00","ok":true}\n'
+        b'{"id":"a2","qty":"x","price":1}\n'  # qty does not convert
+        b'{"id":"a3","qty":1.5}\n'
+        b'{"id":"a4","day":"not-a-day","at":"2026-01-04T11:00:00Z"}\n'
+        b'{"id":{"nested":[1,2]},"qty":99999999999}\n'  # an object under a string column; qty overflows
+        b'{"id":["x"],"price":"3.5","ok":"yes"}\n'
+        b"\n"
+        b"   \t \n"
+        b'{"id":"a7","price":1e2}\r\n'
+        b'{"id":"a8"}\r{"id":"a9","qty":null}\n'
+        b"{'id':'a10','qty':10}\n"  # single quotes
+        b'{"id":"a\tb"}\n'  # a raw tab in a string
+        b'{"id":"x","id":"a12"}\n'  # a key twice
+        b'  {"id":"}{\\"a13\\"","qty":13}  \n'
+        b"{}\n"
+        b'{"id":true,"qty":-2147483648,"price":-999999.99}\n'
+        # Objects Spark's parser fails inside: one corrupt record each, without values.
+        b'{"id":"a17","qty":17,"pr\n'
+        b'{"id":"a18","qty":\n'
+        b'{"id":"a19" /* c */}\n'
+        b'{"id":"a20",}\n'
+        b'{"id":"a21","qty":NaN,\n'
+        b'{"id":"a22","qty":[1,\n'
+        b'{"id":"a23" "qty":1}\n'
+        b'{"qty":01}\n{"qty":-}\n{"qty":1.}\n{"qty":.5}\n{"ok":tru}\n{"id":"\\x"}\n{"id":"\\u12G4"}\n'
+        # Strict JSON the fast path reads, and escapes it leaves to Jackson.
+        b'{ "id" : "a31" , "qty" : -0.0e+1 ,"at":null, "ok" : false }  \n'
+        b'{"id":{"a":{"b":[[[]],{},[1,-2.5E-3,true,null,"\\u00e9\\/\\b"]]}},"price":0}\n'
+        b'{"i\\u0064":"a33","qty":33}\n'
+        b'{"id":"a34\xef\xbb\xbf\x7f"}\n'
+    ),
+    "b.json": (
+        '{"id":"caf\u00e9 \u2713","price":"0.10"}\r\n'
+        '{"id":"\\u00e9\\n\\"","at":"2026-02-02"}\r\n'
+        '{"id":"last","ok":false}'  # no final line end
+    ).encode(),
+    "c.json": b"",
+    "d.json": b"\n\n",
+}
+
+
+def _land(folder: Path, files: dict[str, bytes]) -> list[Path]:
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for name, data in files.items():
+        (folder / name).write_bytes(data)
+        paths.append(folder / name)
+    return paths
+
+
+def _line_parse(spark: SparkSession, source: FileSource, paths: list[Path]) -> DataFrame:
+    text = spark.read.format("text").load([str(p) for p in paths])
+    parsed = parse_json_lines(text, source).withColumn("_source_file", F.col("_metadata.file_path"))
+    return parsed.withColumn("_ingested_at", F.current_timestamp()).drop("_metadata")
+
+
+def _by_reader(spark: SparkSession, source: FileSource, paths: list[Path], read: int) -> DataFrame:
+    """The batch as `read_batch_by_reader` reads it, checking how many files the reader read."""
+    out = read_batch_by_reader(spark, source, None, [str(p) for p in paths], _line_parse(spark, source, paths))
+    assert out is not None
+    assert out[1] == read
+    return out[0]
+
+
+def _rows(df: DataFrame) -> list[tuple]:
+    names = [*SCHEMA.names, CORRUPT_COLUMN, "_rescued_data", "_source_file"]
+    out = df.select(*[F.col(n).cast("string").alias(n) for n in names]).collect()
+    return sorted((tuple(r) for r in out), key=repr)
+
+
+def test_messy_files_read_by_the_reader_equal_the_line_parse(spark: SparkSession, tmp_path: Path) -> None:
+    paths = _land(tmp_path / "things", MESSY)
+    assert reads_alike(spark, paths, SCHEMA.names) == [True] * 4
+    expected = _rows(_line_parse(spark, SOURCE, paths))
+    assert _rows(_by_reader(spark, SOURCE, paths, read=4)) == expected
+    # The cases above really occur: corrupt records with rescued text, and every non-blank line is one row.
+    corrupt = [r for r in expected if r[6] is not None]
+    assert len(corrupt) >= 5
+    assert any('"qty":"x"' in (r[7] or "") for r in corrupt)
+    assert len(expected) == 36
+    broken = [r for r in corrupt if any(f'"a{i}"' in r[6] for i in range(17, 24))]
+    assert len(broken) == 7 and all(r[:6] == (None,) * 6 and r[7] is None for r in broken)
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        b'{"id":"\xff"}\n',  # not UTF-8
+        b'{"id":"\xed\xa0\x80"}\n',  # a UTF-16 surrogate encoded as UTF-8
+        b'\xef\xbb\xbf{"id":"x"}\n',  # a byte-order mark
+        b'{"id":"x\x01"}\n',  # a control character
+        b'{"id":"x"}\n\x0b\n',  # a vertical tab (blank to the line parse, an error to the reader)
+        b'{"id":"x"}\n[{"id":"y"}]\n',  # not an object
+        b'{"id":"x"}{"id":"y"}\n',  # two objects on a line
+        b'{"id":"x"} trailing\n',
+        b'{"id":"x","coupon":"C1"}\n',  # an undeclared key
+        b'{"id":"\\ud800"}\n',  # half a surrogate pair
+        b'{"id":"\\uD83D\\uDE00"}\n',  # a whole pair: refused too (the scan does not pair them)
+        b'{"qty":NaN}\n',  # a number to Spark's parser
+        b'{"id":"x"}}\n',
+        b'{"":1}\n',
+        b'{"id":"x","Id":"y"}\n',
+        b'{"id":"x"} {}\n',
+        b'{"id":"x"}\n"text"\n',
+    ],
+)
+def test_bytes_the_reader_would_read_otherwise_keep_the_line_parse(
+    spark: SparkSession, tmp_path: Path, data: bytes
+) -> None:
+    path = tmp_path / "f.json"
+    path.write_bytes(data)
+    assert reads_alike(spark, [path], SCHEMA.names) == [False]
+
+
+def test_files_the_scan_refuses_come_from_the_line_parse(spark: SparkSession, tmp_path: Path) -> None:
+    files = {
+        **MESSY,
+        "e.json": b'{"id":"e1","qty":1}\n{"id":"e2","coupon":"C9"}\n[1,2]\n{"id":"\xff"}\n',
+        "f.json.gz": gzip.compress(b'{"id":"f1"}\n'),
+    }
+    paths = _land(tmp_path / "things", files)
+    by_reader = _by_reader(spark, SOURCE, paths, read=4)
+    rows = _rows(by_reader)
+    assert rows == _rows(_line_parse(spark, SOURCE, paths))
+    assert any('"coupon":"C9"' in (r[7] or "") for r in rows)
+    assert sum(1 for r in rows if r[8].endswith("e.json")) == 4
+    assert sum(1 for r in rows if r[8].endswith("f.json.gz")) == 1
+
+
+def test_a_decimal_with_more_digits_than_its_scale_marks_its_row_for_a_second_parse(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    paths = _land(tmp_path / "things", {"e.json": b'{"id":"e1","price":1.005}\n{"id":"e2","price":1.01}\n'})
+    marks = {r.id: r[CORRUPT_COLUMN] for r in _by_reader(spark, SOURCE, paths, read=1).collect()}
+    assert marks == {"e1": REPARSE_MARK, "e2": None}
+
+
+def test_options_the_reader_would_read_otherwise_keep_the_line_parse() -> None:
+    assert reader_applies(FileSource("t", "json", SCHEMA, options=(("timestampFormat", "yyyy-MM-dd HH:mm"),)))
+    assert not reader_applies(FileSource("t", "json", SCHEMA, options=(("allowComments", "true"),)))
+    assert not reader_applies(FileSource("t", "csv", SCHEMA))
+
+
+def test_the_scan_reads_in_chunks_and_sees_across_their_edges(spark: SparkSession, tmp_path: Path) -> None:
+    path = tmp_path / "f.json"
+    # Multi-byte characters split across chunks, and lines longer than a chunk.
+    path.write_bytes('{"id":"café ✓"}\n{"id":"a long line, longer than a chunk"}\r\n{"id":"é"}'.encode())
+    assert reads_alike(spark, [path], SCHEMA.names, chunk=7) == [True]
+    path.write_bytes(b'{"id":"x"}\n{"id":"y"}\n{"id":"z"}\n{"coupon":1}\n')  # the odd line past many chunks
+    assert reads_alike(spark, [path], SCHEMA.names, chunk=7) == [False]
+    path.write_bytes(b'{"id":"x"}\n{"id":"\xc3')  # a character cut off at the end
+    assert reads_alike(spark, [path], SCHEMA.names, chunk=7) == [False]
+    assert reads_alike(spark, [tmp_path / "missing.json"], SCHEMA.names) == [False]
