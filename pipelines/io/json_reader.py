@@ -88,7 +88,10 @@ def read_json_files(spark: SparkSession, source: FileSource, files: list[str]) -
     # A corrupt record whose line is not one whole object (`JsonFileProof.brokenObject`) has no values, as in the
     # line parse; judged in its own projection, once per row and only for corrupt records.
     broken = corrupt.isNotNull() & (json_line_shape(corrupt, source.schema.names) == NOT_ONE_OBJECT)
-    judged = read.select("*", F.coalesce(broken, F.lit(False)).alias("_broken"))
+    # (The file's path is taken here, next to the scan: taken above it, the scan would build all of `_metadata`.)
+    judged = read.select(
+        "*", F.coalesce(broken, F.lit(False)).alias("_broken"), F.col("_metadata.file_path").alias("_source_file")
+    )
     values, inexact, widened = exact_values(source.schema, named_column)
     wide_of = {name: f"_wide{i}" for i, name in enumerate(widened)}
     whole = ~F.col("_broken")
@@ -97,7 +100,7 @@ def read_json_files(spark: SparkSession, source: FileSource, files: list[str]) -
         *[F.when(whole, values[f.name]).alias(f.name) for f in source.schema.fields],
         F.when(corrupt.isNotNull(), corrupt).when(inexact, F.lit(REPARSE_MARK)).alias(CORRUPT_COLUMN),
         *[named_column(name).alias(wide) for name, wide in wide_of.items()],
-        F.col("_metadata.file_path").alias("_source_file"),
+        "_source_file",
         "_broken",
     )
     # Only for a record with a value that did not convert (rare): `_rescued_data`.

@@ -229,6 +229,9 @@ def test_json_fields_are_matched_by_name(spark: SparkSession, home: Settings) ->
     row = _bronze(spark, home, "orders_json")["k1"]
     assert (row["customer"], row["price"], row["quantity"]) == ("kim", Decimal("3.50"), 5)
     _reconciled(spark, home, JSONL)
+    # Spark's JSON reader read the files of plain objects (a value that does not convert included); the line parse
+    # the others (an undeclared key, an array).
+    assert REPORTS["bronze.orders_json"].metrics["files_read_by_json_reader"] == 2
 
 
 def test_resent_file_counts_duplicates_not_new_quarantine(spark: SparkSession, home: Settings) -> None:
