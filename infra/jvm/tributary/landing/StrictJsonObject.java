@@ -16,6 +16,15 @@ final class StrictJsonObject {
   private static final int MAX_NUMBER = 100;
   private static final int MAX_STRING = 1 << 20;
 
+  // Bytes a string holds as they are: printable ASCII but the quote and the backslash.
+  private static final boolean[] PLAIN = new boolean[256];
+
+  static {
+    for (int b = 0x20; b < 0x80; b++) {
+      PLAIN[b] = b != '"' && b != '\\';
+    }
+  }
+
   private final byte[][] names;
   private byte[] buf;
   private int pos;
@@ -150,8 +159,15 @@ final class StrictJsonObject {
   /** A string from its opening quote; {@link #escaped} says whether it held an escape. */
   private boolean string() {
     int start = ++pos;
+    int limit = Math.min(end, start + MAX_STRING);
     escaped = false;
-    while (pos < end && pos - start <= MAX_STRING) {
+    while (true) {
+      while (pos < limit && PLAIN[buf[pos] & 0xff]) {
+        pos++;
+      }
+      if (pos >= limit) {
+        return false;
+      }
       int c = buf[pos] & 0xff;
       if (c == '"') {
         pos++;
@@ -175,17 +191,14 @@ final class StrictJsonObject {
         }
       } else if (c < 0x20) {
         return false;
-      } else if (c >= 0x80) {
+      } else {
         int length = JsonFileProof.utf8Length(buf, pos, end);
         if (length == 0) {
           return false;
         }
         pos += length;
-      } else {
-        pos++;
       }
     }
-    return false;
   }
 
   private boolean number() {
