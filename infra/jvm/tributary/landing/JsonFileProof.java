@@ -84,8 +84,8 @@ public final class JsonFileProof {
         }
       }
       return strict.accepts(buf, start, filled) || lineAlike(buf, start, filled, declared);
-    } catch (IOException unreadable) {
-      return false;
+    } catch (IOException | RuntimeException unproven) {
+      return false; // unreadable, or beyond what the scan can judge: the line parse reads it
     }
   }
 
