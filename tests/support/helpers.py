@@ -1,6 +1,8 @@
-"""Small helpers shared by tests: table reads and snapshot bookkeeping."""
+"""Small helpers shared by tests: landed files, table reads and snapshot bookkeeping."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 from pyspark.sql import DataFrame, SparkSession
 
@@ -9,6 +11,16 @@ from pipelines.datasets import default_registry
 from pipelines.io.formats import table_format
 
 ALL_TABLES = tuple(out.name for spec in default_registry() for out in spec.outputs())
+
+
+def land_files(folder: Path, files: dict[str, bytes]) -> list[Path]:
+    """Write each `files` entry (name -> bytes) into `folder` (created if missing); the paths, in that order."""
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for name, data in files.items():
+        (folder / name).write_bytes(data)
+        paths.append(folder / name)
+    return paths
 
 
 def table(spark: SparkSession, settings: Settings, name: str) -> DataFrame:

@@ -30,6 +30,7 @@ from pipelines.io.csv_reader import REPARSE_MARK, reader_applies, reads_alike
 from pipelines.io.landing_parse import CORRUPT_COLUMN, parse_csv_lines, read_csv_headers
 from pipelines.io.sources import read_batch_by_reader
 from pipelines.spec.sources import FileSource
+from tests.support.helpers import land_files
 
 SCHEMA = StructType(
     [
@@ -70,15 +71,6 @@ MESSY = {
 }
 
 
-def _land(folder: Path, files: dict[str, bytes]) -> list[Path]:
-    folder.mkdir(parents=True, exist_ok=True)
-    paths = []
-    for name, data in files.items():
-        (folder / name).write_bytes(data)
-        paths.append(folder / name)
-    return paths
-
-
 def _line_parse(spark: SparkSession, source: FileSource, paths: list[Path]) -> DataFrame:
     headers = read_csv_headers(source, paths)
     text = spark.read.format("text").load([str(p) for p in paths])
@@ -103,7 +95,7 @@ def _rows(df: DataFrame) -> list[tuple]:
 
 
 def test_messy_files_read_by_the_reader_equal_the_line_parse(spark: SparkSession, tmp_path: Path) -> None:
-    paths = _land(tmp_path / "things", MESSY)
+    paths = land_files(tmp_path / "things", MESSY)
     assert all(reads_alike(p, read_csv_headers(SOURCE, [p]).header_lines[0]) for p in paths)
     by_reader = _by_reader(spark, SOURCE, paths, read=3)
     expected = _rows(_line_parse(spark, SOURCE, paths))
@@ -143,7 +135,7 @@ def test_a_clean_file_with_a_leading_bom_reads_alike(tmp_path: Path) -> None:
 
 def test_files_the_scan_refuses_come_from_the_line_parse(spark: SparkSession, tmp_path: Path) -> None:
     files = {**MESSY, "d.csv": b"id,qty,price,day,at\nd1,\xff,1.00,2026-01-01,\nid,qty,price,day,at\n"}
-    paths = _land(tmp_path / "things", files)
+    paths = land_files(tmp_path / "things", files)
     by_reader = _by_reader(spark, SOURCE, paths, read=3)
     assert _rows(by_reader) == _rows(_line_parse(spark, SOURCE, paths))
 
@@ -151,7 +143,7 @@ def test_files_the_scan_refuses_come_from_the_line_parse(spark: SparkSession, tm
 def test_a_decimal_with_more_digits_than_its_scale_marks_its_row_for_a_second_parse(
     spark: SparkSession, tmp_path: Path
 ) -> None:
-    paths = _land(tmp_path / "things", {"e.csv": b"id,qty,price,day,at\ne1,1,1.005,2026-01-01,\ne2,2,1.01,,\n"})
+    paths = land_files(tmp_path / "things", {"e.csv": b"id,qty,price,day,at\ne1,1,1.005,2026-01-01,\ne2,2,1.01,,\n"})
     by_reader = _by_reader(spark, SOURCE, paths, read=1)
     marks = {r.id: r[CORRUPT_COLUMN] for r in by_reader.collect()}
     assert marks == {"e1": REPARSE_MARK, "e2": None}

@@ -35,6 +35,7 @@ from pipelines.io.json_reader import reader_applies, reads_alike
 from pipelines.io.landing_parse import CORRUPT_COLUMN, parse_json_lines
 from pipelines.io.sources import read_batch_by_reader
 from pipelines.spec.sources import FileSource
+from tests.support.helpers import land_files
 
 SCHEMA = StructType(
     [
@@ -91,15 +92,6 @@ MESSY = {
 }
 
 
-def _land(folder: Path, files: dict[str, bytes]) -> list[Path]:
-    folder.mkdir(parents=True, exist_ok=True)
-    paths = []
-    for name, data in files.items():
-        (folder / name).write_bytes(data)
-        paths.append(folder / name)
-    return paths
-
-
 def _line_parse(spark: SparkSession, source: FileSource, paths: list[Path]) -> DataFrame:
     text = spark.read.format("text").load([str(p) for p in paths])
     parsed = parse_json_lines(text, source).withColumn("_source_file", F.col("_metadata.file_path"))
@@ -121,7 +113,7 @@ def _rows(df: DataFrame) -> list[tuple]:
 
 
 def test_messy_files_read_by_the_reader_equal_the_line_parse(spark: SparkSession, tmp_path: Path) -> None:
-    paths = _land(tmp_path / "things", MESSY)
+    paths = land_files(tmp_path / "things", MESSY)
     assert reads_alike(spark, paths, SCHEMA.names) == [True] * 4
     expected = _rows(_line_parse(spark, SOURCE, paths))
     assert _rows(_by_reader(spark, SOURCE, paths, read=4)) == expected
@@ -170,7 +162,7 @@ def test_files_the_scan_refuses_come_from_the_line_parse(spark: SparkSession, tm
         "e.json": b'{"id":"e1","qty":1}\n{"id":"e2","coupon":"C9"}\n[1,2]\n{"id":"\xff"}\n',
         "f.json.gz": gzip.compress(b'{"id":"f1"}\n'),
     }
-    paths = _land(tmp_path / "things", files)
+    paths = land_files(tmp_path / "things", files)
     by_reader = _by_reader(spark, SOURCE, paths, read=4)
     rows = _rows(by_reader)
     assert rows == _rows(_line_parse(spark, SOURCE, paths))
@@ -182,7 +174,7 @@ def test_files_the_scan_refuses_come_from_the_line_parse(spark: SparkSession, tm
 def test_a_decimal_with_more_digits_than_its_scale_marks_its_row_for_a_second_parse(
     spark: SparkSession, tmp_path: Path
 ) -> None:
-    paths = _land(tmp_path / "things", {"e.json": b'{"id":"e1","price":1.005}\n{"id":"e2","price":1.01}\n'})
+    paths = land_files(tmp_path / "things", {"e.json": b'{"id":"e1","price":1.005}\n{"id":"e2","price":1.01}\n'})
     marks = {r.id: r[CORRUPT_COLUMN] for r in _by_reader(spark, SOURCE, paths, read=1).collect()}
     assert marks == {"e1": REPARSE_MARK, "e2": None}
 

@@ -26,7 +26,7 @@ from pipelines.run.runner import run_table
 from pipelines.sources.report import RunReport
 from pipelines.spec.registry import Registry
 from quality.reconcile import Pipeline, reconcile_pipeline
-from tests.support.helpers import table
+from tests.support.helpers import land_files, table
 from tests.support.homes import make_settings
 from tests.support.landing_registry import orders_registry
 
@@ -67,12 +67,6 @@ JSON_FILES: dict[str, str] = {
 }
 
 
-def _land(folder: Path, files: dict[str, bytes]) -> None:
-    folder.mkdir(parents=True, exist_ok=True)
-    for name, data in files.items():
-        (folder / name).write_bytes(data)
-
-
 def _run_all(spark: SparkSession, settings: Settings, registry: Registry) -> list[RunReport]:
     return [run_table(spark, settings, spec) for spec in registry]
 
@@ -98,10 +92,10 @@ def home(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> Setti
     path, the others are published from the stage; every other test module runs the checked path (small batches).
     """
     settings = replace(make_settings(tmp_path_factory.mktemp("landing")), stage_landing_mb=0)
-    _land(settings.landing / "orders_csv", CSV_FILES)
+    land_files(settings.landing / "orders_csv", CSV_FILES)
     with gzip.open(settings.landing / "orders_csv" / GZ_NAME, "wb") as fh:
         fh.write(GZ_ROWS)
-    _land(settings.landing / "orders_json", {k: v.encode() for k, v in JSON_FILES.items()})
+    land_files(settings.landing / "orders_json", {k: v.encode() for k, v in JSON_FILES.items()})
     for registry in (CSV, JSONL):
         for report in _run_all(spark, settings, registry):
             REPORTS[report.table] = report
@@ -271,9 +265,9 @@ def test_add_new_columns_mode_evolves_bronze(spark: SparkSession, fresh_settings
     registry = orders_registry("orders_evolve", "json", evolution="add_new_columns")
     bronze = next(iter(registry))
     folder = fresh_settings.landing / "orders_evolve"
-    _land(folder, {"1.json": (_json("v1", coupon="X") + "\n" + _json("v2")).encode()})
+    land_files(folder, {"1.json": (_json("v1", coupon="X") + "\n" + _json("v2")).encode()})
     run_table(spark, fresh_settings, bronze)
-    _land(folder, {"2.json": (_json("v3", channel="web", coupon="Y") + "\n").encode()})
+    land_files(folder, {"2.json": (_json("v3", channel="web", coupon="Y") + "\n").encode()})
     run_table(spark, fresh_settings, bronze)
     rows = {r.order_id: r for r in table(spark, fresh_settings, bronze.name).collect()}
     assert (rows["v1"]["coupon"], rows["v2"]["coupon"], rows["v3"]["coupon"]) == ("X", None, "Y")
@@ -284,7 +278,9 @@ def test_add_new_columns_mode_evolves_bronze(spark: SparkSession, fresh_settings
 
 def test_fail_mode_stops_before_writing(spark: SparkSession, fresh_settings: Settings) -> None:
     bronze = next(iter(orders_registry("orders_strict", "json", evolution="fail")))
-    _land(fresh_settings.landing / "orders_strict", {"1.json": (_json("x1") + "\n" + _json("x2", coupon="Z")).encode()})
+    land_files(
+        fresh_settings.landing / "orders_strict", {"1.json": (_json("x1") + "\n" + _json("x2", coupon="Z")).encode()}
+    )
     with pytest.raises(PipelineError) as failed:
         run_table(spark, fresh_settings, bronze)
     message = str(failed.value)
