@@ -41,32 +41,8 @@ final class StrictJsonObject {
     pos = from;
     end = to;
     skipSpace();
-    if (!at('{')) {
+    if (!at('{') || !object(1, true)) {
       return false;
-    }
-    pos++;
-    skipSpace();
-    if (at('}')) {
-      pos++;
-    } else {
-      while (true) {
-        int key = pos + 1;
-        if (!at('"') || !string() || escaped || !declared(key, pos - 1)) {
-          return false;
-        }
-        if (!member(1)) {
-          return false;
-        }
-        if (at('}')) {
-          pos++;
-          break;
-        }
-        if (!at(',')) {
-          return false;
-        }
-        pos++;
-        skipSpace();
-      }
     }
     skipSpace();
     return pos == end;
@@ -95,7 +71,7 @@ final class StrictJsonObject {
       case '"':
         return string();
       case '{':
-        return depth < MAX_DEPTH && object(depth + 1);
+        return depth < MAX_DEPTH && object(depth + 1, false);
       case '[':
         return depth < MAX_DEPTH && array(depth + 1);
       case 't':
@@ -109,7 +85,8 @@ final class StrictJsonObject {
     }
   }
 
-  private boolean object(int depth) {
+  /** An object from its opening brace; with {@code declaredKeys}, each key is one of the declared names, unescaped. */
+  private boolean object(int depth, boolean declaredKeys) {
     pos++;
     skipSpace();
     if (at('}')) {
@@ -117,7 +94,8 @@ final class StrictJsonObject {
       return true;
     }
     while (true) {
-      if (!at('"') || !string() || !member(depth)) {
+      int key = pos + 1;
+      if (!at('"') || !string() || (declaredKeys && (escaped || !declared(key, pos - 1))) || !member(depth)) {
         return false;
       }
       if (at('}')) {
