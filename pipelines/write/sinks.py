@@ -249,13 +249,23 @@ class ValidateDedupeSink(Sink):
             ctx.metrics["replayed_batches_skipped"] += 1
             return
         first = self.first_per_key(batch)
-        # A key is stored once, whatever the event time of a later copy: look up every stored row of the batch's
-        # keys (a semi join, so only matches travel; the key columns alone are read).
-        keys = list(self.keys)
-        stored = ctx.fmt.read(ctx.spark, ctx.table).select(*keys).join(first.select(*keys), keys, "left_semi")
-        new = first.join(stored, keys, "left_anti").select(*self.output_columns)
+        new = self._not_stored(ctx, first).select(*self.output_columns)
         added = ctx.append(new, ctx.table)
         ctx.metrics["duplicates_dropped"] += valid_rows - added
+
+    def _not_stored(self, ctx: BatchContext, first: DataFrame) -> DataFrame:
+        """The rows of `first` whose key the table does not hold yet.
+
+        A key is stored once, whatever the event time of a later copy: every stored row of the batch's keys is
+        looked up (a semi join, so only matches travel; the key columns alone are read). A table without data files
+        (a first load) holds none, and the lookup would compute the batch's first rows twice. (Files, not rows: a
+        Delta file written without statistics counts no rows.)
+        """
+        if ctx.fmt.stats(ctx.spark, ctx.table).data_files == 0:
+            return first
+        keys = list(self.keys)
+        stored = ctx.fmt.read(ctx.spark, ctx.table).select(*keys).join(first.select(*keys), keys, "left_semi")
+        return first.join(stored, keys, "left_anti")
 
     def _new_quarantine(self, ctx: BatchContext, batch: DataFrame) -> DataFrame:
         """Quarantine rows, without those whose original record is already quarantined (a file sent again).
