@@ -292,7 +292,6 @@ def bench_pipeline(settings: Settings, rows: int = 1_000_000, files: int = 20) -
     for layer, table in (("bronze", "bronze.events"), ("silver", "silver.events")):
         baseline = min(after[f"{layer}_seconds"], after_again[f"{layer}_seconds"])
         result[f"ratio_{layer}_vs_baseline"] = round(min(result["warm_runs"][table]) / baseline, 2)
-    for layer, table in (("bronze", "bronze.events"), ("silver", "silver.events")):
         ratio = first[table]["seconds"] / before[f"{layer}_seconds"]
         result[f"ratio_{layer}_vs_baseline_first_run"] = round(ratio, 2)
     result["ratio_noop_cli_vs_python_and_bare_session"] = round(
