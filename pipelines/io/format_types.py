@@ -202,6 +202,14 @@ class Merge:
         finally:
             df.sparkSession.catalog.dropTempView(view)
 
+    def inserted(self, df: DataFrame) -> DataFrame:
+        """The rows this MERGE inserts into a table that holds none: every source row its insert clause takes, as
+        the columns it sets (all of them when `columns` is empty)."""
+        rows = df.alias("s")
+        if self.insert_when:
+            rows = rows.filter(F.expr(self.insert_when))
+        return rows.select(*self.columns) if self.columns else rows.select(*df.columns)
+
     def spark_sql(self, target: str, view: str) -> str:
         """The Spark SQL statement merging the temp view `view` into the catalog-qualified `target`."""
         parts = [f"MERGE INTO {target} t USING {view} s ON {self.on}"]

@@ -51,10 +51,9 @@ class UpsertSink(Sink):
             if not n:
                 return
             newer = f"s.{self.version_column} >= t.{self.version_column}" if self.version_column else None
-            ctx.fmt.merge(rows, ctx.table, Merge(self.keys, null_safe_keys=True, update_when=newer))
+            ctx.merge(rows, ctx.table, Merge(self.keys, null_safe_keys=True, update_when=newer), upserted=n)
         finally:
             rows.unpersist()
-        ctx.metrics[f"rows_upserted:{ctx.table}"] += n
 
 
 @dataclass(frozen=True)
@@ -179,12 +178,11 @@ class CdcSink(Sink):
             if new_changes:
                 changed = "NOT (t.valid_to IS NOT DISTINCT FROM s.valid_to) OR t.is_current <> s.is_current"
                 merge = Merge((self.key, self.sequence), update_when=changed)
-                ctx.fmt.merge(history.drop("_stored", "_replayed"), self.history_table, merge)
+                ctx.merge(history.drop("_stored", "_replayed"), self.history_table, merge, upserted=new_changes)
             # Also on a replay: a crash between the history commit and this one left the current rows behind.
             self._apply_current(ctx, history)
         finally:
             history.unpersist()
-        ctx.metrics[f"rows_upserted:{self.history_table}"] += new_changes
 
     def _apply_current(self, ctx: BatchContext, history: DataFrame) -> None:
         latest = history.filter(F.col("valid_to").isNull()).select(
@@ -203,12 +201,11 @@ class CdcSink(Sink):
         try:
             n = latest.count()
             if n:
-                self._merge_current(ctx, latest)
+                self._merge_current(ctx, latest, n)
         finally:
             latest.unpersist()
-        ctx.metrics[f"rows_upserted:{ctx.table}"] += n
 
-    def _merge_current(self, ctx: BatchContext, latest: DataFrame) -> None:
+    def _merge_current(self, ctx: BatchContext, latest: DataFrame, n: int) -> None:
         merge = Merge(
             (self.key,),
             delete_when="s.is_deleted",
@@ -216,4 +213,4 @@ class CdcSink(Sink):
             insert_when="NOT s.is_deleted",
             columns=(self.key, *self.value_columns, "last_sequence", "updated_at"),
         )
-        ctx.fmt.merge(latest, ctx.table, merge)
+        ctx.merge(latest, ctx.table, merge, upserted=n)

@@ -79,6 +79,21 @@ class BatchContext:
         """Append once per (writer, batch); return rows added (0 for a replayed batch)."""
         return self._once(table, lambda: self.fmt.append(df, table, self.writer, self.batch_id), df)
 
+    def holds_no_files(self, table: str) -> bool:
+        """Whether `table` has no data files: a first load, with nothing to look up or match. (Files, not rows: a
+        Delta file written without statistics counts no rows.)"""
+        return self.fmt.stats(self.spark, table).data_files == 0
+
+    def merge(self, rows: DataFrame, table: str, merge: Merge, upserted: int) -> None:
+        """MERGE `rows` into `table`, counting `upserted` rows. Into a table without data files (a first load) the
+        MERGE is an append of the rows it would insert, once per (writer, batch), without its join against the
+        table: a replay finds those rows committed and merges, which changes nothing."""
+        if self.holds_no_files(table):
+            self.append(merge.inserted(rows), table)
+            return
+        self.fmt.merge(rows, table, merge)
+        self.metrics[f"rows_upserted:{table}"] += upserted
+
     def append_rows(self, rows: list[dict[str, object]], table: str) -> int:
         """`append` for a few rows the driver holds, committed without a Spark job (`TableFormat.append_rows`)."""
         return self._once(table, lambda: self.fmt.append_rows(table, rows, self.writer, self.batch_id))
@@ -258,10 +273,9 @@ class ValidateDedupeSink(Sink):
 
         A key is stored once, whatever the event time of a later copy: every stored row of the batch's keys is
         looked up (a semi join, so only matches travel; the key columns alone are read). A table without data files
-        (a first load) holds none, and the lookup would compute the batch's first rows twice. (Files, not rows: a
-        Delta file written without statistics counts no rows.)
+        (a first load) holds none, and the lookup would compute the batch's first rows twice.
         """
-        if ctx.fmt.stats(ctx.spark, ctx.table).data_files == 0:
+        if ctx.holds_no_files(ctx.table):
             return first
         keys = list(self.keys)
         stored = ctx.fmt.read(ctx.spark, ctx.table).select(*keys).join(first.select(*keys), keys, "left_semi")
@@ -307,7 +321,7 @@ class RecomputeMergeSink(Sink):
 
     def write(self, ctx: BatchContext, df: DataFrame) -> None:
         """MERGE the recomputed rows for the touched keys into the target table."""
-        empty = ctx.fmt.stats(ctx.spark, ctx.table).rows == 0
+        empty = ctx.holds_no_files(ctx.table)
         if empty and self.upstream_keys is not None and not df.isEmpty():
             keys = self.upstream_keys(ctx.spark, ctx.fmt)
         else:
@@ -320,15 +334,11 @@ class RecomputeMergeSink(Sink):
             note_first_day(ctx.home, min(days))
         rows = self.recompute(ctx.spark, ctx.fmt, touched)
         ctx.metrics["keys_recomputed"] += len(touched)
-        if empty:
-            # An empty table (a first load) has nothing to match: the MERGE is an append (counted as rows
-            # written), without its join and count. A replay finds the rows appended and merges.
+        if empty:  # the MERGE is an append (`BatchContext.merge`), without the count
             ctx.append(rows, ctx.table)
             return
         rows = rows.persist()
         try:
-            n = rows.count()
-            ctx.fmt.merge(rows, ctx.table, Merge(self.keys))
+            ctx.merge(rows, ctx.table, Merge(self.keys), upserted=rows.count())
         finally:
             rows.unpersist()
-        ctx.metrics[f"rows_upserted:{ctx.table}"] += n
