@@ -28,6 +28,7 @@ from pipelines.run.pipeline import run_pipeline
 from tests.support.devserver import QUICK_ENV, DagsterDev, wait_for
 from tests.support.helpers import ALL_TABLES
 from tests.support.homes import make_settings
+from tests.support.jvm import short_lived
 from tests.support.object_storage import TEST_BUCKET
 from tests.support.repo import REPO
 
@@ -154,7 +155,7 @@ def test_the_demo_pipeline_run_by_the_dagster_daemon_on_the_cluster_equals_a_loc
     events = tmp_path / "spark-events"
     events.mkdir()
     conf = f"spark.eventLog.enabled=true,spark.eventLog.dir={events.as_uri()}"
-    with _dev(cluster, tmp_path, landing, "demo", TRIBUTARY_SPARK_CONF=conf) as dev:
+    with _dev(cluster, tmp_path, landing, "demo", **short_lived({"TRIBUTARY_SPARK_CONF": conf})) as dev:
         launched = wait_for(lambda: dev.runs({TRIGGER_TAG: LANDING_SENSOR}), 120, "the landing sensor to start a run")
         run = dev.wait_run(launched[0]["runId"], 900)
         assert run["status"] == "SUCCESS", dev.log_text()[-3000:]

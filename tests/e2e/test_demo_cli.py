@@ -17,6 +17,7 @@ from dagster import AssetKey, DagsterInstance
 from infra.settings import TABLE_FORMATS, Settings
 from infra.sql.local import LocalEngine
 from orchestration.partitions import daily_partitions
+from tests.support.jvm import short_lived
 from tests.support.repo import REPO
 from tests.test_docs import blocks
 
@@ -55,7 +56,7 @@ def _analyst_queries_answer(settings: Settings, table_format: str) -> None:
 @pytest.mark.parametrize("table_format", TABLE_FORMATS)
 def test_demo_twice_adds_nothing(tmp_path, table_format, monkeypatch):
     env = {
-        **os.environ,
+        **short_lived(dict(os.environ)),
         "TRIBUTARY_HOME": str(tmp_path / "home"),
         "DAGSTER_HOME": str(tmp_path / "dagster"),
         "TRIBUTARY_TABLE_FORMAT": table_format,

@@ -19,6 +19,7 @@ from infra.sql.local import LocalEngine
 from orchestration.cli.main import DEMO_BUCKET
 from pipelines.datasets import default_registry
 from pipelines.run.pipeline import run_pipeline
+from tests.support.jvm import short_lived
 
 TRIBUTARY = str(Path(sys.executable).parent / "tributary")
 ROWS, FILES, SEED = 3000, 3, 7  # the demo's seed
@@ -35,7 +36,7 @@ def _contents(engine: LocalEngine, name: str) -> list[tuple]:
 def test_demo_on_object_storage_equals_local_disk(spark, settings_factory, tmp_path):
     home = tmp_path / "home"
     inherited = {k: v for k, v in os.environ.items() if not k.startswith(("TRIBUTARY_S3_", "TRIBUTARY_WAREHOUSE"))}
-    env = {**inherited, "TRIBUTARY_HOME": str(home), "DAGSTER_HOME": str(tmp_path / "dagster")}
+    env = {**short_lived(inherited), "TRIBUTARY_HOME": str(home), "DAGSTER_HOME": str(tmp_path / "dagster")}
     args = [TRIBUTARY, "demo", "--storage", "s3", "--rows", str(ROWS), "--files", str(FILES), "--seed", str(SEED)]
     demo = subprocess.run(args, env=env, capture_output=True, text=True, timeout=900)
     assert demo.returncode == 0, demo.stdout[-2000:] + demo.stderr[-3000:]

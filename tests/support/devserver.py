@@ -26,6 +26,7 @@ from typing import Any, TypeVar
 from infra.deploy import LOCAL_INSTANCE
 from infra.errors import SetupError
 from infra.ports import free_port
+from tests.support.jvm import short_lived
 from tests.support.repo import REPO
 
 REPOSITORY = "__repository__"
@@ -37,13 +38,16 @@ _RUN_FIELDS = "runId status jobName creationTime startTime endTime tags { key va
 
 
 # Settings for an instance that tests and benchmarks drive: sensors every 5 s, no scheduled run while they run,
-# small Spark. The caller adds its own TRIBUTARY_* values on top.
-QUICK_ENV = {
-    "TRIBUTARY_SENSOR_INTERVAL": "5",
-    "TRIBUTARY_PIPELINE_CRON": "0 0 1 1 *",
-    "TRIBUTARY_SHUFFLE_PARTITIONS": "2",
-    "TRIBUTARY_DRIVER_MEMORY": "1g",
-}
+# small Spark, each run's JVM set up for a short life (`tests.support.jvm`). The caller adds its own TRIBUTARY_*
+# values on top.
+QUICK_ENV = short_lived(
+    {
+        "TRIBUTARY_SENSOR_INTERVAL": "5",
+        "TRIBUTARY_PIPELINE_CRON": "0 0 1 1 *",
+        "TRIBUTARY_SHUFFLE_PARTITIONS": "2",
+        "TRIBUTARY_DRIVER_MEMORY": "1g",
+    }
+)
 
 
 def wait_for(check: Callable[[], T | None], timeout: float, what: str, interval: float = 1.0) -> T:
