@@ -25,6 +25,7 @@ from pipelines.io.formats import table_format
 from pipelines.io.kafka_plan import LOST_PROPERTY, OFFSETS_PROPERTY, decode
 from pipelines.run.runner import run_table
 from pipelines.sources.kafka import group_id
+from tests.support.jvm import short_lived
 from tests.support.kafka_registry import (
     create_topic,
     kafka_declaration,
@@ -137,7 +138,7 @@ def test_two_runs_at_once_land_each_offset_once(spark, fresh_settings, broker):
         subprocess.Popen(
             [sys.executable, "-m", "tests.support.kafka_child", *arguments],
             cwd=REPO,
-            env={**os.environ, "TRIBUTARY_HOME": str(settings.home)},
+            env={**short_lived(dict(os.environ)), "TRIBUTARY_HOME": str(settings.home)},
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
             text=True,

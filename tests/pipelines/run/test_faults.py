@@ -31,6 +31,7 @@ from pipelines.spec.sources import TableSource
 from tests.support.crash_child import kill_in_child
 from tests.support.crash_registry import crash_registry
 from tests.support.helpers import table
+from tests.support.jvm import short_lived
 from tests.support.repo import REPO
 
 TRIBUTARY = str(Path(sys.executable).parent / "tributary")
@@ -160,7 +161,7 @@ def test_two_cli_runs_at_once_do_not_double_bronze(format_settings):
     s = format_settings
     report = generate(s.landing, rows=2000, files=2, seed=9)
     env = {
-        **os.environ,
+        **short_lived(dict(os.environ)),
         "TRIBUTARY_HOME": str(s.home),
         "TRIBUTARY_DRIVER_MEMORY": "1g",
         "TRIBUTARY_TABLE_FORMAT": s.table_format,
