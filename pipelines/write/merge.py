@@ -124,31 +124,11 @@ class CdcSink(Sink):
             batch.unpersist()
 
     def _apply(self, ctx: BatchContext, changes: DataFrame) -> None:
-        session = changes.sparkSession
-        touched = changes.select(self.key).distinct()
-        stored = (
-            ctx.fmt.read(session, self.history_table)
-            .join(touched, self.key, "left_semi")
-            .select(
-                self.key,
-                F.when(F.col("is_deleted"), F.lit(self.delete_op)).otherwise(F.lit("U")).alias(self.op_column),
-                self.sequence,
-                F.col("valid_from").alias(self.time_column),
-                *self.value_columns,
-                F.lit(True).alias("_stored"),
-            )
-        )
         incoming = changes.withColumn("_stored", F.lit(False))
-        # A (key, sequence) already stored is a replay: keep the stored version.
-        version = Window.partitionBy(self.key, self.sequence)
-        merged = (
-            stored.unionByName(incoming)
-            # A stored version that came in again: counted as replayed in the same pass as the new ones.
-            .withColumn("_replayed", F.col("_stored") & (F.count(F.lit(1)).over(version) > 1))
-            .withColumn("_n", F.row_number().over(version.orderBy(F.col("_stored").desc())))
-            .filter("_n = 1")
-            .drop("_n")
-        )
+        if ctx.holds_no_files(self.history_table):  # a first load: no stored version to look up or keep
+            merged = incoming.withColumn("_replayed", F.lit(False))
+        else:
+            merged = self._with_stored(ctx, changes, incoming)
         chain = Window.partitionBy(self.key).orderBy(self.sequence)
         history = (
             merged.withColumn("valid_to", F.lead(self.time_column).over(chain))
@@ -184,6 +164,32 @@ class CdcSink(Sink):
         finally:
             history.unpersist()
 
+    def _with_stored(self, ctx: BatchContext, changes: DataFrame, incoming: DataFrame) -> DataFrame:
+        """The touched keys' stored versions and the incoming ones, one row per (key, sequence)."""
+        touched = changes.select(self.key).distinct()
+        stored = (
+            ctx.fmt.read(changes.sparkSession, self.history_table)
+            .join(touched, self.key, "left_semi")
+            .select(
+                self.key,
+                F.when(F.col("is_deleted"), F.lit(self.delete_op)).otherwise(F.lit("U")).alias(self.op_column),
+                self.sequence,
+                F.col("valid_from").alias(self.time_column),
+                *self.value_columns,
+                F.lit(True).alias("_stored"),
+            )
+        )
+        # A (key, sequence) already stored is a replay: keep the stored version.
+        version = Window.partitionBy(self.key, self.sequence)
+        return (
+            stored.unionByName(incoming)
+            # A stored version that came in again: counted as replayed in the same pass as the new ones.
+            .withColumn("_replayed", F.col("_stored") & (F.count(F.lit(1)).over(version) > 1))
+            .withColumn("_n", F.row_number().over(version.orderBy(F.col("_stored").desc())))
+            .filter("_n = 1")
+            .drop("_n")
+        )
+
     def _apply_current(self, ctx: BatchContext, history: DataFrame) -> None:
         latest = history.filter(F.col("valid_to").isNull()).select(
             self.key,
@@ -192,12 +198,17 @@ class CdcSink(Sink):
             F.col("valid_from").alias("updated_at"),
             "is_deleted",
         )
-        stored = ctx.fmt.read(ctx.spark, ctx.table).select(self.key, F.col("last_sequence").alias("_stored_sequence"))
-        live = F.col("_stored_sequence").isNotNull()
-        behind = F.when(F.col("is_deleted"), live).otherwise(
-            ~live | (F.col("_stored_sequence") != F.col("last_sequence"))
-        )
-        latest = latest.join(stored, self.key, "left").filter(behind).drop("_stored_sequence").persist()
+        if ctx.holds_no_files(ctx.table):  # a first load: every live key is behind, a deleted one has nothing
+            latest = latest.filter(~F.col("is_deleted")).persist()
+        else:
+            stored = ctx.fmt.read(ctx.spark, ctx.table).select(
+                self.key, F.col("last_sequence").alias("_stored_sequence")
+            )
+            live = F.col("_stored_sequence").isNotNull()
+            behind = F.when(F.col("is_deleted"), live).otherwise(
+                ~live | (F.col("_stored_sequence") != F.col("last_sequence"))
+            )
+            latest = latest.join(stored, self.key, "left").filter(behind).drop("_stored_sequence").persist()
         try:
             n = latest.count()
             if n:

@@ -47,6 +47,7 @@ CASES = [
     ("gold.event_counts_5m", 1, "committed", 1),
     ("silver.products", 0, "before", 1),  # upsert by version, landed CSV read by Spark's CSV reader
     ("silver.products", 0, "after", 1),
+    ("silver.customers", 0, "between", 1),  # CDC first load: history and current rows are appends
     ("silver.customers", 1, "before", 1),  # CDC: file health, SCD2 history, then SCD1 current rows
     ("silver.customers", 1, "between", 1),
     ("silver.customers", 1, "between-2", 1),
@@ -136,7 +137,7 @@ def reference(spark, tmp_path_factory):
     return out
 
 
-# `make test` kills every write strategy at its riskiest point, and every kill point at least once (13 kills on
+# `make test` kills every write strategy at its riskiest point, and every kill point at least once (14 kills on
 # Iceberg, 4 on Delta). `make test-crash` (TRIBUTARY_CRASH_MATRIX=full) runs all of CASES.
 QUICK = {
     ("bronze.events", 1, "between", 1),
@@ -145,6 +146,7 @@ QUICK = {
     ("gold.event_counts_5m", 1, "committed", 1),
     ("gold.event_counts_5m", 0, "emit", 1),
     ("silver.products", 0, "after", 1),
+    ("silver.customers", 0, "between", 1),
     ("silver.customers", 1, "between-2", 1),
     ("gold.impressions_sliding_10m", 0, "after", 1),
     ("gold.user_visits", 1, "after", 1),
