@@ -47,6 +47,8 @@ class Commit:
     operation: str  # append | overwrite | delete | replace (compaction) | create | other
     added: tuple[dict, ...] = ()  # `add` actions with dataChange=true
     info: dict = field(default_factory=dict)  # commitInfo
+    removes: bool = False  # any `remove` action, with or without a data change
+    metadata: bool = False  # a `metaData` action (the table's schema or properties set)
 
     @property
     def added_records(self) -> int:
@@ -81,7 +83,8 @@ def read_commit(table: Path, version: int) -> Commit:
     removes = [a["remove"] for a in actions if "remove" in a]
     changed_adds = tuple(a for a in adds if a.get("dataChange", True))
     changed_removes = [r for r in removes if r.get("dataChange", True)]
-    if any("metaData" in a for a in actions) and not adds and not removes:
+    metadata = any("metaData" in a for a in actions)
+    if metadata and not adds and not removes:
         operation = "create" if version == 0 else "other"
     elif changed_adds and not changed_removes:
         operation = "append"
@@ -91,7 +94,7 @@ def read_commit(table: Path, version: int) -> Commit:
         operation = "replace"
     else:
         operation = "append" if any("txn" in a for a in actions) else "other"
-    return Commit(version, int(info.get("timestamp", 0)), operation, changed_adds, info)
+    return Commit(version, int(info.get("timestamp", 0)), operation, changed_adds, info, bool(removes), metadata)
 
 
 def _user_metadata(info: dict) -> dict:

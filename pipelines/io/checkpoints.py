@@ -172,6 +172,13 @@ def committed_source_offsets(checkpoint: Path) -> list[dict]:
     return _source_offsets(entry) if entry is not None else []
 
 
+def pending_source_offsets(checkpoint: Path) -> list[dict]:
+    """The source offsets Spark planned for the batch it owes (`pending_batch`), which a restarted query re-runs
+    up to them; [] when none is pending."""
+    pending = pending_batch(checkpoint)
+    return [] if pending is None else _source_offsets(batch_files(checkpoint / "offsets")[pending])
+
+
 def plan_owed_no_data_batch(checkpoint: Path) -> int | None:
     """Plan the no-data batch that a query killed right after committing a batch still owes; return its id.
 

@@ -119,8 +119,9 @@ class TableFormat(Protocol):
         """The table's rows now, or as of one of its snapshots (Delta: versions)."""
         ...
 
-    def read_stream(self, spark: SparkSession, name: str) -> DataFrame:
-        """A streaming DataFrame over the table's appends (overwrite, delete and compaction commits are skipped)."""
+    def read_stream(self, spark: SparkSession, name: str, checkpoint: Path | None = None) -> DataFrame:
+        """A streaming DataFrame over the table's appends (overwrite, delete and compaction commits are skipped), for
+        the stream whose checkpoint is `checkpoint` (where it starts may depend on what it has committed)."""
         ...
 
     def appended_rows(self, spark: SparkSession, name: str, since: int | None, until: int) -> DataFrame | None:

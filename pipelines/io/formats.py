@@ -137,8 +137,8 @@ class TableFormats:
     def read(self, spark: SparkSession, name: str, snapshot_id: int | None = None) -> DataFrame:
         return self.adapter(name).read(spark, name, snapshot_id)
 
-    def read_stream(self, spark: SparkSession, name: str) -> DataFrame:
-        return self.adapter(name).read_stream(spark, name)
+    def read_stream(self, spark: SparkSession, name: str, checkpoint: Path | None = None) -> DataFrame:
+        return self.adapter(name).read_stream(spark, name, checkpoint)
 
     def appended_rows(self, spark: SparkSession, name: str, since: int | None, until: int | None) -> DataFrame | None:
         """As `TableFormat.appended_rows`; `until` None (a table never written) has appended nothing."""

@@ -175,8 +175,9 @@ class IcebergFormat:
         """The table's UUID."""
         return table_uuid(self._session(spark), self.qualified(name))
 
-    def read_stream(self, spark: SparkSession, name: str) -> DataFrame:
-        """Iceberg's streaming source over the table's appends.
+    def read_stream(self, spark: SparkSession, name: str, checkpoint: Path | None = None) -> DataFrame:
+        """Iceberg's streaming source over the table's appends (a new stream starts at the table's oldest snapshot,
+        whatever `checkpoint` holds).
 
         Overwrite and delete snapshots are skipped: only a reprocess or a backfill (`pipelines.ops.reprocess`) makes
         them, replacing rows the stream has already carried downstream, so re-reading them would add them twice.

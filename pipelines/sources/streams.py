@@ -12,6 +12,8 @@ second data batch in one run) are counted as `rows_dropped_by_watermark`. See do
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StringType, StructField, StructType, TimestampType
@@ -80,13 +82,16 @@ def source_copies(spec: TableSpec) -> int:
     return 2 if spec.late_table else 1
 
 
-def query_frame(spark: SparkSession, settings: Settings, fmt: TableFormat, spec: TableSpec) -> DataFrame:
-    """The spec's streaming DataFrame: its transform over all inputs, plus late rows when it has a late table.
+def query_frame(
+    spark: SparkSession, settings: Settings, fmt: TableFormat, spec: TableSpec, checkpoint: Path
+) -> DataFrame:
+    """The spec's streaming DataFrame (the query at `checkpoint`): its transform over all inputs, plus late rows when
+    it has a late table.
 
     With a late table the result has two struct columns, `_out` (a transform row) and `_late` (a late-table row);
     exactly one of them is set per row. `write_batch` splits them.
     """
-    inputs = _inputs(spark, settings, fmt, spec)
+    inputs = _inputs(spark, settings, fmt, spec, checkpoint)
     if not spec.late_table:
         guarded = [
             df if wm is None else _watermarked(guard_time_range(df, wm, f"_{i}"), wm)
@@ -129,17 +134,17 @@ def _watermarked(df: DataFrame, watermark: Watermark | None) -> DataFrame:
 
 
 def _inputs(
-    spark: SparkSession, settings: Settings, fmt: TableFormat, spec: TableSpec
+    spark: SparkSession, settings: Settings, fmt: TableFormat, spec: TableSpec, checkpoint: Path
 ) -> list[tuple[str, DataFrame, Watermark | None]]:
     """(name, DataFrame, watermark) of the main source and each secondary source, in transform argument order:
     streamed tables as streams, reference tables read whole (no watermark)."""
     main = spec.source.streamed_table()
     assert main is not None  # only a table stream has secondary inputs (pipelines.spec.modes)
-    out = [(main, fmt.read_stream(spark, main), spec.watermark)]
+    out = [(main, fmt.read_stream(spark, main, checkpoint), spec.watermark)]
     for source in spec.secondary_sources:
         streamed, table = source.streamed_table(), source.read_table()
         if streamed is not None:
-            out.append((streamed, fmt.read_stream(spark, streamed), source.watermark))
+            out.append((streamed, fmt.read_stream(spark, streamed, checkpoint), source.watermark))
         elif table is not None:
             out.append((table, fmt.read(spark, table), None))
     return out

@@ -30,10 +30,10 @@ class TableStreamKind(StreamedKind):
         """The upstream's stream, watermarked and guarded, through the transform (with every secondary input)."""
         spark, spec = run.spark(), run.spec
         if streams.needs_query_frame(spec):
-            return streams.query_frame(spark, run.settings, run.fmt, spec)
+            return streams.query_frame(spark, run.settings, run.fmt, spec, run.checkpoint)
         table = self.source.streamed_table()
         assert table is not None
-        df = run.fmt.read_stream(spark, table)
+        df = run.fmt.read_stream(spark, table, run.checkpoint)
         if spec.watermark is not None:
             df = streams.guard_time_range(df, spec.watermark)
             df = df.withWatermark(spec.watermark.column, spec.watermark.delay)
