@@ -148,10 +148,11 @@ def settled_offsets(checkpoint: Path) -> list[dict] | None:
     # query never runs one without new data); one killed before deciding may owe it.
     if advanced and _finished_after(checkpoint) != last:
         return None
-    return _source_offsets(offsets[last])
+    return source_offsets(offsets[last])
 
 
-def _source_offsets(entry: Path) -> list[dict]:
+def source_offsets(entry: Path) -> list[dict]:
+    """The source offsets (parsed JSON, one per source) of one `offsets/<n>` entry."""
     lines = entry.read_text().splitlines()[2:]
     values = [json.loads(line) if line.startswith("{") else None for line in lines]
     return [v for v in values if isinstance(v, dict)]
@@ -169,14 +170,7 @@ def caught_up_offsets(checkpoint: Path) -> set[tuple[int, int]] | None:
 def committed_source_offsets(checkpoint: Path) -> list[dict]:
     """The source offsets of the last committed batch (where a restarted query resumes); [] before any."""
     entry = batch_files(checkpoint / "offsets").get(last_committed_batch(checkpoint))  # type: ignore[arg-type]
-    return _source_offsets(entry) if entry is not None else []
-
-
-def pending_source_offsets(checkpoint: Path) -> list[dict]:
-    """The source offsets Spark planned for the batch it owes (`pending_batch`), which a restarted query re-runs
-    up to them; [] when none is pending."""
-    pending = pending_batch(checkpoint)
-    return [] if pending is None else _source_offsets(batch_files(checkpoint / "offsets")[pending])
+    return source_offsets(entry) if entry is not None else []
 
 
 def plan_owed_no_data_batch(checkpoint: Path) -> int | None:

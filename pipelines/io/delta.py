@@ -43,9 +43,9 @@ from pipelines.io.checkpoints import (
     committed_source_offsets,
     last_committed_batch,
     pending_batch,
-    pending_source_offsets,
     settled_offsets,
 )
+from pipelines.io.delta_source import new_stream_replays, version_read
 from pipelines.io.format_types import DayRange, Merge, Staged, TableStats, check_schema
 from pipelines.spec.tables import OutputTable
 
@@ -55,34 +55,6 @@ OPERATION_KEY = "tributary.operation"  # a version written by an operation (repr
 STAGING_DIR = "_staging"
 # delta-spark records this session setting as the commit's `userMetadata` (it takes no other commit info).
 USER_METADATA_CONF = "spark.databricks.delta.commitInfo.userMetadata"
-# delta-spark's DeltaSourceOffset.END_INDEX (Long.MaxValue - 100): every file of the offset's version was read.
-_END_INDEX = 2**63 - 1 - 100
-# A new stream reads a table's versions one by one (`replays_from_start`) when the log holds at most this many: each
-# is a commit file read on the driver.
-_REPLAY_VERSIONS = 100
-
-
-def replays_from_start(path: Path, current: int) -> bool:
-    """Whether the table's versions 0 to `current`, read one by one, give exactly its current rows, from files that
-    still exist: every version is still in the log (none cleaned up after a checkpoint), none after the first sets
-    the schema (delta-spark stops a stream that meets a schema change), and none removes a file: no overwrite,
-    delete or MERGE (whose versions a stream skipping change commits would skip, dropping their rows) and no
-    compaction (whose replaced files a vacuum may have deleted)."""
-    if current > _REPLAY_VERSIONS:
-        return False
-    for version in range(current + 1):
-        if not commit_file(path, version).is_file():
-            return False
-        commit = read_commit(path, version)
-        if commit.removes or (commit.metadata and version > 0):
-            return False
-    return True
-
-
-def version_read(offset: Mapping[str, object]) -> int:
-    """The newest version a Delta source offset says is fully read: v with the end index, else v - 1."""
-    version, index = int(offset["reservoirVersion"]), int(offset.get("index", -1))  # type: ignore[call-overload]
-    return version if index >= _END_INDEX else version - 1
 
 
 class DeltaFormat:
@@ -291,29 +263,13 @@ class DeltaFormat:
         already carried downstream) are skipped (`skipChangeCommits`), as the Iceberg stream skips overwrite and
         delete snapshots; OPTIMIZE versions change no data and are never read.
 
-        A stream that has committed nothing yet at `checkpoint` starts from version 0 when the table's versions
-        replay to its rows (`replays_from_start`): delta-spark then reads the files the versions added, where its
-        default start builds the table's snapshot first (1.5-2.5 s of small Spark jobs per new stream). A first
-        batch run again after a crash reads what its first attempt planned either way: a log that stopped
-        replaying since then gained versions after that plan's end, and a snapshot up to that end holds exactly
-        the rows its versions added; only a plan that stopped inside a snapshot (an offset of the snapshot's
-        files) needs the snapshot again.
+        A new stream at `checkpoint` may start at version 0 instead of the snapshot (`delta_source`).
         """
         table = self.delta_table(name)
         reader = spark.readStream.format("delta").option("skipChangeCommits", "true")
-        if checkpoint is not None and self._new_stream_replays(name, table, checkpoint):
+        if checkpoint is not None and new_stream_replays(checkpoint, self.location(name), table):
             reader = reader.option("startingVersion", "0")
         return reader.load(str(self.location(name)))
-
-    def _new_stream_replays(self, name: str, table: DeltaTable, checkpoint: Path) -> bool:
-        """Whether the stream at `checkpoint` has committed no batch, planned none inside the table's snapshot, and
-        the table's versions replay to its rows (`read_stream`)."""
-        if last_committed_batch(checkpoint) is not None:  # it resumes from its offsets
-            return False
-        planned = [o for o in pending_source_offsets(checkpoint) if o.get("reservoirId") == table.metadata().id]
-        if any(o.get("isStartingVersion") and int(o.get("index", -1)) >= 0 for o in planned):
-            return False
-        return replays_from_start(self.location(name), table.version())
 
     def appended_rows(self, spark: SparkSession, name: str, since: int | None, until: int) -> DataFrame | None:
         """The Parquet files the versions added (from their `add` actions), read with the table's schema."""

@@ -25,7 +25,7 @@ from pyspark.sql.types import LongType, StringType, StructField, StructType, Tim
 
 from infra.errors import ConfigError, PipelineError
 from pipelines.io.checkpoints import settled_offsets
-from pipelines.io.delta import version_read
+from pipelines.io.delta_source import version_read
 from pipelines.sources.base import Run
 from pipelines.sources.stream_query import StreamedKind
 from pipelines.spec.sources import Source

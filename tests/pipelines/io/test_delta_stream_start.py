@@ -13,9 +13,10 @@ from deltalake import DeltaTable, write_deltalake
 from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
-from pipelines.io import delta
+from pipelines.io import delta_source
 from pipelines.io.checkpoints import last_committed_batch, pending_batch
-from pipelines.io.delta import DeltaFormat, replays_from_start
+from pipelines.io.delta import DeltaFormat
+from pipelines.io.delta_source import replays_from_start
 from pipelines.spec.tables import OutputTable
 
 SCHEMA = StructType([StructField("id", LongType()), StructField("name", StringType())])
@@ -53,7 +54,7 @@ def test_only_a_log_of_appends_since_the_first_version_replays(tmp_path: Path, m
     assert not replays_from_start(tmp_path / "cleaned", cleaned.version())
 
     long = _appended(tmp_path / "long")
-    monkeypatch.setattr(delta, "_REPLAY_VERSIONS", long.version() - 1)
+    monkeypatch.setattr(delta_source, "_REPLAY_VERSIONS", long.version() - 1)
     assert not replays_from_start(tmp_path / "long", long.version())
 
 
