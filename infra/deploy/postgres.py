@@ -74,8 +74,8 @@ def _hand_to_server_user(path: Path) -> None:
         shutil.chown(path, entry.pw_uid, entry.pw_gid)
 
 
-def start(folder: Path, port: int) -> Postgres:
-    """Initialise (once) and start the server with its data in `folder/postgres`; create the databases."""
+def start(folder: Path, port: int, databases: tuple[str, ...] = DATABASES) -> Postgres:
+    """Initialise (once) and start the server with its data in `folder/postgres`; create `databases`."""
     data, secret = folder / "postgres", folder / "postgres.password"
     if not secret.is_file():
         secret.write_text(secrets.token_hex(16))
@@ -94,7 +94,7 @@ def start(folder: Path, port: int) -> Postgres:
     options = f"-c listen_addresses=127.0.0.1 -p {port} -c unix_socket_directories=''"
     log = data / "server.log"
     _run([str(bin_dir / "pg_ctl"), "-D", str(data), "-l", str(log), "-o", options, "-w", "-t", "60", "start"], "start")
-    for database in DATABASES:
+    for database in databases:
         _create_database(server, database)
     return server
 

@@ -98,7 +98,17 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
     lines = report_lines(reports)
     if lines:
         print("\n" + "\n".join(lines))
+    _serve_after_run(settings, registry, tables)
     return 0
+
+
+def _serve_after_run(settings: Settings, registry, tables: list[str] | None) -> None:
+    """Sync the served tables the run may have changed (every one for a whole run), when something serves them."""
+    from pipelines.ops.serve import report_line, sync_served
+
+    for report in sync_served(settings, registry, tables):
+        if report.changed:
+            print(report_line(report))
 
 
 def _infer(args: argparse.Namespace, settings: Settings) -> int:
@@ -291,6 +301,10 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, Handler]]:
     from orchestration.cli.cluster import register as register_cluster
 
     register_cluster(sub, handlers)  # cluster up, cluster down, cluster status
+
+    from orchestration.cli.serve import register as register_serve
+
+    register_serve(sub, handlers)  # serve start, stop, status, sync, refresh
     return parser, handlers
 
 

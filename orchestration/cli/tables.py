@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from infra.errors import ConfigError
 from infra.settings import Settings
 
-COLUMNS = ("table", "layer", "write", "reads", "rows", "snapshot", "last_commit", "age", "freshness")
+COLUMNS = ("table", "layer", "write", "reads", "rows", "snapshot", "last_commit", "age", "freshness", "served")
 
 
 def age(since: datetime, now: datetime) -> str:
@@ -52,6 +52,7 @@ def table_rows(settings: Settings, registry, now: datetime | None = None) -> lis
     results: dict[str, list] = {}
     for result in load_results(settings):
         results.setdefault(result.table, []).append(result)
+    served = _served_states(settings)
     rows = []
     for spec in registry:
         reads = "; ".join(
@@ -73,8 +74,47 @@ def table_rows(settings: Settings, registry, now: datetime | None = None) -> lis
                     current.committed_at.replace(microsecond=0).isoformat() if current else None,
                     age(current.committed_at, now) if current else "never run",
                     _freshness(spec, results) if main else "-",
+                    _served(spec, served, current) if main else "-",
                 )
             )
+    return rows
+
+
+def _served_states(settings: Settings) -> dict | None:
+    from infra.serving.config import ServeSettings
+    from infra.serving.sync import synced_state
+
+    return synced_state(settings, ServeSettings.from_env())
+
+
+def _served(spec, served: dict | None, current) -> str:
+    """`in sync` or `behind` (the served copy's snapshot against the lakehouse's), `not synced`, `off` when
+    nothing serves tables, `-` for a table that is not served."""
+    if not spec.serve:
+        return "-"
+    if served is None:
+        return "off"
+    if spec.name not in served:
+        return "not synced"
+    snapshot = str(current.snapshot_id) if current else "empty"
+    return "in sync" if served[spec.name][1] == snapshot else "behind"
+
+
+def served_rows(settings: Settings, now: datetime | None = None) -> list[tuple]:
+    """One row per synced table: (table, served snapshot, rows, synced at, lag behind the lakehouse's last
+    commit, in sync or behind)."""
+    from infra.sql.catalog import CatalogReader
+
+    now = now or datetime.now(UTC)
+    reader = CatalogReader(settings)
+    locations = reader.table_locations()
+    rows = []
+    for name, (_, snapshot, count, synced_at) in sorted((_served_states(settings) or {}).items()):
+        current = reader.metadata(name, locations).current if name in locations else None
+        latest = str(current.snapshot_id) if current else "empty"
+        state = "in sync" if latest == snapshot else "behind"
+        lag = "0s" if state == "in sync" or current is None else age(current.committed_at, now)
+        rows.append((name, snapshot, count, synced_at.replace(microsecond=0).isoformat(), lag, state))
     return rows
 
 

@@ -194,6 +194,7 @@ def build_spec(d: Declaration, specs: dict[str, TableSpec]) -> TableSpec:
         late_table=late[0].name if late else None,
         expectations=_checks(d, built.checks),
         table_format=d.format,
+        serve=d.layer == "gold" if d.serve is None else d.serve,
         flows=tuple(_flow(d, f) for f in d.flows),
     )
     return spec

@@ -94,6 +94,7 @@ class Declaration:
     description: str = ""
     maintenance: MaintenancePolicy = field(default_factory=MaintenancePolicy)
     format: str | None = None  # "iceberg" or "delta"; None: the home's TRIBUTARY_TABLE_FORMAT
+    serve: bool | None = None  # published into the serving database; None: gold tables are
     flows: tuple[FlowDeclaration, ...] = ()  # more flows into this table (`tb.flow`), attached when datasets load
 
     @property

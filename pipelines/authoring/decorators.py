@@ -146,6 +146,8 @@ def _options(options: dict[str, Any], where: str) -> dict[str, Any]:
     if table_format is not None and table_format not in TABLE_FORMATS:
         raise DeclarationError(f"{where}: format={table_format!r} is not a table format; use one of {TABLE_FORMATS}")
     options["checks"] = tuple(options.get("checks") or ())
+    if options.get("serve") not in (None, True, False):
+        raise DeclarationError(f"{where}: serve={options['serve']!r} must be True or False")
     if options.get("maintenance") is None:
         options["maintenance"] = MaintenancePolicy()
     return {"write": write, **{k: v for k, v in options.items() if v is not None}}
@@ -225,7 +227,8 @@ def _layer(layer: Layer) -> Callable[..., Any]:
         f"Declare a {layer} table from the decorated function. Options: name, write (a kind; default append()), "
         "source (files(...) or kafka(...)), keys, watermark, late (a `<table>_late` table for the rows Spark would "
         "drop as late), partition_by, schema (a contract), checks (dataset expectations), description, maintenance, "
-        "format ('iceberg' or 'delta'; default TRIBUTARY_TABLE_FORMAT)."
+        "format ('iceberg' or 'delta'; default TRIBUTARY_TABLE_FORMAT), serve (publish into the serving "
+        "PostgreSQL; default: gold tables)."
     )
     return decorator
 

@@ -143,6 +143,9 @@ class TableSpec:
     table_format: str | None = None
     # More flows into this table, after the one of `source` (`tb.flow`); each keeps its own checkpoint.
     flows: tuple[Flow, ...] = ()
+    # Published into the serving PostgreSQL after each commit (`infra.serving`); declared with serve=, by
+    # default every gold table.
+    serve: bool = False
 
     def all_flows(self) -> tuple[Flow, ...]:
         """Every flow into the table: the declared source's first."""

@@ -278,3 +278,24 @@ def fine(bronze_{p}_raw):
     assert "tables.py:7, function unknown" in lines[0] and "no dataset declares" in lines[0]
     assert "tables.py:12, function keyless" in lines[1] and "dedupe needs" in lines[1]
     assert len(lines) == 2  # gold.behind reads the table at fault: not planned, not reported
+
+
+def test_gold_tables_are_served_unless_declared_otherwise(tmp_path):
+    body = """
+@tb.gold
+def totals(bronze_{p}_raw):
+    return bronze_{p}_raw
+
+@tb.gold(serve=False)
+def hidden(bronze_{p}_raw):
+    return bronze_{p}_raw
+
+@tb.silver(serve=True)
+def shown(bronze_{p}_raw):
+    return bronze_{p}_raw
+"""
+    package, registry = _load(tmp_path, body)
+    assert registry.get("gold.totals").serve and registry.get("silver.shown").serve
+    assert not registry.get("gold.hidden").serve and not registry.get(f"bronze.{package}_raw").serve
+    wrong = "\n@tb.gold(serve='yes')\ndef totals(bronze_{p}_raw):\n    return bronze_{p}_raw\n"
+    _fails(tmp_path, wrong, "function totals", "serve='yes'", "True or False")
