@@ -6,9 +6,10 @@ cd "$(dirname "$0")/.."
 VENV=${VENV:-.venv}
 PYTHON=${PYTHON:-python3.11}
 # chromium: the UI smoke test takes a headless screenshot of the Dagster asset graph. postgresql: the cluster
-# profile's catalog and Dagster instance (`tributary cluster up`, the cluster tests). Maven (installed when `mvn` is
+# profile's catalog and Dagster instance (`tributary cluster up`, the cluster tests) and the serving database
+# (`tributary serve start`); iproute2's `ss`: the serving test checks what the server listens on. Maven (installed when `mvn` is
 # missing) fetches the pinned jars (infra/jars.py) once into the jar cache.
-APT_PACKAGES="chromium postgresql"
+APT_PACKAGES="chromium postgresql iproute2"
 
 say() { printf '\033[1m[setup]\033[0m %s\n' "$*"; }
 die() { printf 'setup: error: %s\n' "$*" >&2; exit 1; }
