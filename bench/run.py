@@ -31,6 +31,7 @@ SECTIONS = (
     ("bench.scale", "bench_scale"),
     ("bench.wide_csv", "bench_wide_csv"),
     ("bench.cluster", "bench_cluster"),
+    ("bench.serving", "bench_serving"),
 )
 
 
@@ -51,6 +52,7 @@ def main() -> int:
     }
     failed = False
     root = Path(tempfile.mkdtemp(prefix="tributary-bench-"))
+    root.chmod(0o711)  # the serving section's PostgreSQL runs as the postgres user, which must pass through
     try:
         for index, (module_name, func_name) in enumerate(SECTIONS):
             section = module_name.split(".")[-1]

@@ -74,13 +74,19 @@ def _hand_to_server_user(path: Path) -> None:
         shutil.chown(path, entry.pw_uid, entry.pw_gid)
 
 
+def secret_file(path: Path) -> str:
+    """The password kept in `path`, generated on first use into a file only its owner can read."""
+    if not path.is_file():
+        descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(descriptor, "w") as out:
+            out.write(secrets.token_hex(16))
+    return path.read_text().strip()
+
+
 def start(folder: Path, port: int, databases: tuple[str, ...] = DATABASES) -> Postgres:
     """Initialise (once) and start the server with its data in `folder/postgres`; create `databases`."""
-    data, secret = folder / "postgres", folder / "postgres.password"
-    if not secret.is_file():
-        secret.write_text(secrets.token_hex(16))
-        secret.chmod(0o600)
-    server = Postgres(port, secret.read_text().strip())
+    data = folder / "postgres"
+    server = Postgres(port, secret_file(folder / "postgres.password"))
     bin_dir = binaries()
     if not (data / "PG_VERSION").is_file():
         data.mkdir(mode=0o700, exist_ok=True)
@@ -116,8 +122,15 @@ def _create_database(server: Postgres, database: str) -> None:
 
 
 def running(folder: Path) -> bool:
-    """Whether a server started from `folder/postgres` is running."""
-    return (folder / "postgres" / "postmaster.pid").is_file()
+    """Whether a server started from `folder/postgres` is running (asked of pg_ctl: a pid file left by a crash
+    or a restart of the machine does not count)."""
+    data = folder / "postgres"
+    if not (data / "postmaster.pid").is_file():
+        return False
+    status = subprocess.run(
+        _as_server_user([str(binaries() / "pg_ctl"), "-D", str(data), "status"]), capture_output=True, timeout=30
+    )
+    return status.returncode == 0
 
 
 def stop(folder: Path) -> bool:

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import json
 import os
-import secrets
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -64,13 +63,6 @@ def _reachable_by_server_user(folder: Path) -> None:
         )
 
 
-def _secret(path: Path) -> str:
-    if not path.is_file():
-        path.write_text(secrets.token_hex(16))
-        path.chmod(0o600)
-    return path.read_text().strip()
-
-
 def _admin(folder: Path, port: int, database: str = "postgres") -> Connection:
     import psycopg2
 
@@ -101,7 +93,7 @@ def start(home: Path, serve: ServeSettings) -> Endpoint:
         port = endpoint(home).port if endpoint(home) else port
     else:
         postgres.start(folder, port, databases=(DATABASE,))
-    sync_password = _secret(folder / _SYNC_SECRET)
+    sync_password = postgres.secret_file(folder / _SYNC_SECRET)
     _set_up_roles(folder, port, serve, sync_password)
     _allow_without_password(folder, port, serve)
     found = Endpoint("127.0.0.1", port, DATABASE, serve.analyst)

@@ -3,8 +3,9 @@
 The transaction takes a lock for the syncs of this database, reads the synced snapshot from `_tributary.synced`,
 and, when the lakehouse has a newer one, loads that snapshot's rows (read without a JVM: pyiceberg or delta-rs,
 through the SQL snapshot cache) into a temporary table, applies them and records the new snapshot, then commits.
-A sync killed anywhere rolls back whole: readers keep seeing the previous snapshot (PostgreSQL's MVCC; no lock
-blocks them), and the next sync applies the new one. A snapshot already synced writes nothing.
+A sync killed anywhere rolls back whole: readers keep seeing the previous snapshot (PostgreSQL's MVCC: a sync of
+rows blocks no reader; one that adds a column or rebuilds the table makes queries of that table wait for its
+commit), and the next sync applies the new one. A snapshot already synced writes nothing.
 
 Applying: a table with keys changes only what differs (rows whose key left the table are deleted, new keys
 inserted, changed rows updated, equal rows untouched); a table without keys is replaced in the same transaction.
@@ -124,8 +125,9 @@ def sync_table(
             else:
                 _create(cur, serve, ns, target, columns, keys, description, rows.schema)
             names = [c for c, _ in columns]
-            counts = _apply(cur, target, names, [k for k in keys if k in names], rows, fresh=not existing or refresh)
-            mode = "refreshed" if refresh else "created" if not existing else "incremental" if keys else "replaced"
+            present = [k for k in keys if k in names]
+            counts = _apply(cur, target, names, present, rows, fresh=not existing or refresh)
+            mode = "refreshed" if refresh else "created" if not existing else "incremental" if present else "replaced"
             _execute(
                 cur,
                 f"INSERT INTO {STATE_SCHEMA}.synced (table_name, table_id, snapshot, rows, committed_at, synced_at) "
@@ -211,7 +213,7 @@ def _create(cur, serve, ns, target, columns, keys, description, schema) -> None:
     _execute(cur, sql.SQL("CREATE TABLE {} ({})").format(target, body))
     present = [k for k in keys if k in dict(columns)]
     if present:
-        index = sql.Identifier(f"{target.strings[1]}_keys")
+        index = sql.Identifier(f"{target.strings[1]}__tributary_keys"[:63])
         key_list = sql.SQL(", ").join(sql.Identifier(k) for k in present)
         _execute(cur, sql.SQL("CREATE UNIQUE INDEX {} ON {} ({}) NULLS NOT DISTINCT").format(index, target, key_list))
     if description:
@@ -241,14 +243,28 @@ def _apply(cur, target, names: list[str], keys: list[str], rows: pa.Table, fresh
         deleted = cur.rowcount
         _execute(cur, sql.SQL("INSERT INTO {} ({}) SELECT {} FROM {}").format(target, cols, cols, stage))
         return cur.rowcount, 0, deleted
-    same_key = sql.SQL(" AND ").join(
-        sql.SQL("s.{k} IS NOT DISTINCT FROM t.{k}").format(k=sql.Identifier(k)) for k in keys
-    )
-    _execute(
-        cur,
-        sql.SQL("DELETE FROM {} t WHERE NOT EXISTS (SELECT 1 FROM {} s WHERE {})").format(target, stage, same_key),
-    )
-    deleted = cur.rowcount
+    _execute(cur, sql.SQL("ANALYZE {}").format(stage))  # row counts, so that the planner hashes the key joins
+
+    def compared(op: str) -> sql.Composable:
+        return sql.SQL(" AND ").join(sql.SQL("s.{k} " + op + " t.{k}").format(k=sql.Identifier(k)) for k in keys)
+
+    def null_key(alias: str) -> sql.Composable:
+        return sql.SQL(" OR ").join(sql.SQL(alias + ".{} IS NULL").format(sql.Identifier(k)) for k in keys)
+
+    # Rows whose key left the table. Keys compared with `=` join by hashing; the (few) rows with a NULL key part
+    # are compared NULL-safely among themselves.
+    deleted = 0
+    for own, among, op in (
+        (sql.SQL("NOT"), sql.SQL("true"), "="),
+        (sql.SQL(""), null_key("s"), "IS NOT DISTINCT FROM"),
+    ):
+        _execute(
+            cur,
+            sql.SQL("DELETE FROM {} t WHERE {} ({}) AND NOT EXISTS (SELECT 1 FROM {} s WHERE ({}) AND {})").format(
+                target, own, null_key("t"), stage, among, compared(op)
+            ),
+        )
+        deleted += cur.rowcount
     values = [c for c in names if c not in keys]
     if values:
         assignments = sql.SQL(", ").join(sql.SQL("{c} = EXCLUDED.{c}").format(c=sql.Identifier(c)) for c in values)

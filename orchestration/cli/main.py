@@ -106,7 +106,11 @@ def _serve_after_run(settings: Settings, registry, tables: list[str] | None) -> 
     """Sync the served tables the run may have changed (every one for a whole run), when something serves them."""
     from pipelines.ops.serve import report_line, sync_served
 
-    for report in sync_served(settings, registry, tables):
+    try:
+        reports = sync_served(settings, registry, tables)
+    except TributaryError as exc:
+        raise TributaryError(f"the run committed its tables, but serving them failed: {exc}") from exc
+    for report in reports:
         if report.changed:
             print(report_line(report))
 

@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import importlib
+import os
+import shutil
+import tempfile
+from pathlib import Path
 
 import pytest
 
@@ -69,3 +73,30 @@ def test_the_quality_section_runs_on_a_tiny_input(fresh_settings) -> None:
     assert out["increment"]["counted_since_last_pass"] and out["increment"]["passed"]
     assert out["increment"]["gx_validated_appended_rows"] and out["increment"]["gx_equal_to_from_scratch"]
     assert set(out["targets"]) == {"gx_suite_within_10pct_of_silver", "checks_within_10pct_of_silver"}
+
+
+def test_the_serving_section_runs_on_a_tiny_input(spark, tmp_path_factory) -> None:
+    from bench.serving import bench_serving
+    from infra.spark import get_spark
+    from tests.support.homes import make_settings
+
+    # The serving PostgreSQL runs as the postgres user when we are root: it must pass through the home's folders,
+    # which pytest's own temporary folders (0o700) do not let it.
+    folder = Path(tempfile.mkdtemp(prefix="serving-bench-"))
+    os.chmod(folder, 0o711)
+    try:
+        settings = make_settings(folder)
+        assert get_spark(settings) is spark
+        out = bench_serving(settings, rows=2_000, thrift=False)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    assert out["rows"] == 2_000
+    assert out["served_equals_lakehouse"] is True
+    assert (out["updated"], out["inserted"], out["deleted"]) == (20, 0, 0)  # 1 % of the rows
+    assert out["incremental_snapshot"] == out["update_snapshot"]
+    for key in ("first_sync_seconds", "incremental_sync_seconds", "unchanged_sync_seconds"):
+        assert out[key] >= 0, key
+    for key in ("query_psycopg_seconds", "query_tributary_sql_seconds"):
+        assert out[key] > 0, key
+    assert "query_thrift_seconds" not in out and "thrift_error" not in out
+    assert out["targets"]["served_equals_lakehouse"] and out["targets"]["incremental_updated_the_changed_rows"]

@@ -159,6 +159,7 @@ def _probe(spark, settings: Settings, rows: int = 400) -> str:
     spark.sql(f"DROP TABLE IF EXISTS {name}")
     spark.sql(f"CREATE TABLE {name} (k INT, v DECIMAL(12,2), note STRING) USING iceberg")
     spark.sql(f"INSERT INTO {name} SELECT id, id * 1.25, concat('n', id) FROM range({rows})")
+    spark.sql(f"INSERT INTO {name} VALUES (NULL, 9.99, 'no key')")  # a NULL key is a key too
     return name
 
 
@@ -190,7 +191,7 @@ def test_a_sync_killed_after_any_statement_leaves_the_last_snapshot_and_the_next
 
     def change() -> None:  # an update, a delete and an insert: one new lakehouse snapshot each
         n = next(changes)
-        spark.sql(f"UPDATE {name} SET v = v + 1, note = 'changed {n}' WHERE k % 7 = {n % 7}")
+        spark.sql(f"UPDATE {name} SET v = v + 1, note = 'changed {n}' WHERE k % 7 = {n % 7} OR k IS NULL")
         spark.sql(f"DELETE FROM {name} WHERE k = {n * 13}")
         spark.sql(f"INSERT INTO {name} VALUES ({1000 + n}, 0.5, NULL)")
 
@@ -207,7 +208,7 @@ def test_a_sync_killed_after_any_statement_leaves_the_last_snapshot_and_the_next
         assert _served_rows(served) == before and _synced(served) == snapshot, f"half a sync after statement {point}"
         report = sync_table(served.settings, served.serve, "gold.probe", ("k",))
         assert report.mode == "incremental" and report.updated > 0 and report.deleted + report.inserted > 0
-        lake = [tuple(r) for r in spark.sql(f"SELECT k, v, note FROM {name} ORDER BY k").collect()]
+        lake = [tuple(r) for r in spark.sql(f"SELECT k, v, note FROM {name} ORDER BY k NULLS LAST").collect()]
         assert _served_rows(served) == lake, f"served table differs from the lakehouse after a kill at {point}"
     assert sync_table(served.settings, served.serve, "gold.probe", ("k",)).mode == "unchanged"
 
@@ -362,7 +363,8 @@ def test_columns_follow_the_lakehouse_or_the_sync_refuses_naming_the_fix(spark, 
     spark.sql(f"ALTER TABLE {name} ADD COLUMN extra TIMESTAMP")
     spark.sql(f"INSERT INTO {name} VALUES (500, 1.00, 'new', TIMESTAMP '2026-01-02 03:04:05')")
     assert sync_table(served.settings, served.serve, "gold.probe", ("k",)).inserted == 1
-    assert _served_rows(served)[-1][3].isoformat() == "2026-01-02T03:04:05+00:00"
+    [added] = [row for row in _served_rows(served) if row[0] == 500]
+    assert added[3].isoformat() == "2026-01-02T03:04:05+00:00"
     before = _served_rows(served)
     spark.sql(f"ALTER TABLE {name} DROP COLUMN note")
     with pytest.raises(ServeError, match=r"column note was dropped .* 'tributary serve refresh gold\.probe'"):
@@ -370,7 +372,7 @@ def test_columns_follow_the_lakehouse_or_the_sync_refuses_naming_the_fix(spark, 
     assert _served_rows(served) == before
     report = sync_table(served.settings, served.serve, "gold.probe", ("k",), refresh=True)
     assert report.mode == "refreshed"
-    lake = [tuple(r) for r in spark.sql(f"SELECT * FROM {name} ORDER BY k").collect()]
+    lake = [tuple(r) for r in spark.sql(f"SELECT * FROM {name} ORDER BY k NULLS LAST").collect()]
     assert [(k, v, x.replace(tzinfo=None) if x else None) for k, v, x in _served_rows(served)] == lake
 
 
