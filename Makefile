@@ -67,6 +67,7 @@ bench: setup
 	$(BIN)/python -m bench.run
 
 clean:
+	@[ ! -x $(BIN)/tributary ] || $(BIN)/tributary serve stop >/dev/null  # a serving server keeps its data in the home
 	rm -rf $(TRIBUTARY_HOME) bench/results.json test-artifacts
 
 distclean: clean
