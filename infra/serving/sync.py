@@ -26,6 +26,8 @@ from infra.serving.config import ServeSettings
 from infra.serving.pgtypes import copy_input, pg_type
 from infra.serving.server import sync_connection
 from infra.settings import Settings
+from infra.sql.catalog import CatalogReader
+from infra.sql.table_metadata import TableMetadata
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -68,20 +70,33 @@ def _copy(cursor, statement, rows: pa.Table) -> None:
     cursor.copy_expert(statement.as_string(cursor), copy_input(rows))
 
 
-def _snapshot(settings: Settings, name: str) -> tuple[str, str, datetime | None, pa.Table]:
-    """(table id, snapshot id, commit time, rows) of the lakehouse table's current snapshot; the table id names
-    its schema too (a dropped or added column changes no Iceberg snapshot)."""
-    import pyarrow.parquet as pq
+@dataclass(frozen=True)
+class _Current:
+    """The lakehouse table's current snapshot, as its metadata says (rows read only when needed)."""
 
-    from infra.sql.catalog import CatalogReader
-    from infra.sql.local import SnapshotCache
+    settings: Settings
+    meta: TableMetadata
 
-    meta = CatalogReader(settings).metadata(name)
-    current = meta.current
-    path = SnapshotCache(settings).file_for(meta, current, as_of=False)
-    snapshot = "empty" if current is None else str(current.snapshot_id)
-    table_id = f"{meta.uuid}/schema-{meta.current_schema_id}"
-    return table_id, snapshot, current.committed_at if current else None, pq.read_table(path)
+    @property
+    def table_id(self) -> str:
+        """The table's id and schema (a dropped or added column changes no Iceberg snapshot)."""
+        return f"{self.meta.uuid}/schema-{self.meta.current_schema_id}"
+
+    @property
+    def snapshot(self) -> str:
+        return "empty" if self.meta.current is None else str(self.meta.current.snapshot_id)
+
+    @property
+    def committed_at(self) -> datetime | None:
+        return self.meta.current.committed_at if self.meta.current else None
+
+    def rows(self) -> pa.Table:
+        """The snapshot's rows (pyiceberg or delta-rs, through the SQL snapshot cache)."""
+        import pyarrow.parquet as pq
+
+        from infra.sql.local import SnapshotCache
+
+        return pq.read_table(SnapshotCache(self.settings).file_for(self.meta, self.meta.current, as_of=False))
 
 
 def _comment(field: pa.Field) -> str | None:
@@ -113,11 +128,13 @@ def sync_table(
         with connection, connection.cursor() as cur:
             _execute(cur, "SELECT pg_advisory_xact_lock(%s)", (_SYNC_LOCK,))
             _state_table(cur, serve)
-            _execute(cur, f"SELECT table_id, snapshot FROM {STATE_SCHEMA}.synced WHERE table_name = %s", (name,))
+            _execute(cur, f"SELECT table_id, snapshot, rows FROM {STATE_SCHEMA}.synced WHERE table_name = %s", (name,))
             synced = cur.fetchone()
-            table_id, snapshot, committed_at, rows = _snapshot(settings, name)
-            if synced == (table_id, snapshot) and not refresh:
-                return SyncReport(name, snapshot, rows.num_rows, "unchanged", seconds=_since(started))
+            current = _Current(settings, CatalogReader(settings).metadata(name))
+            table_id, snapshot, committed_at = current.table_id, current.snapshot, current.committed_at
+            if synced is not None and synced[:2] == (table_id, snapshot) and not refresh:
+                return SyncReport(name, snapshot, synced[2], "unchanged", seconds=_since(started))
+            rows = current.rows()
             columns = [(f.name, pg_type(f.type)) for f in rows.schema]
             existing = _columns(cur, ns, short)
             if existing and not refresh:
@@ -150,6 +167,10 @@ def _since(started: float) -> float:
 
 
 def _state_table(cur, serve: ServeSettings) -> None:
+    """Create `_tributary.synced` once (a sync with nothing new then only reads)."""
+    _execute(cur, "SELECT to_regclass(%s)", (f"{STATE_SCHEMA}.synced",))
+    if cur.fetchone()[0] is not None:
+        return
     _execute(cur, f"CREATE SCHEMA IF NOT EXISTS {STATE_SCHEMA}")
     _execute(
         cur,

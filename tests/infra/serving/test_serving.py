@@ -124,6 +124,10 @@ def test_every_client_reads_what_tributary_sql_reads(homes, name):
     assert _psql(served, "-c", GOLD_QUERY.format("'USD'")) == as_text
     listed = {line.split("|")[1] for line in _psql(served, "-c", r"\dt gold.*")}
     assert listed == {"daily_revenue", "event_counts_5m"}
+    description = default_registry().get("gold.daily_revenue").description
+    assert description and _psql(served, "-c", "SELECT obj_description('gold.daily_revenue'::regclass)") == [
+        description
+    ]
 
     with served.analyst() as db, db.cursor() as cur:
         cur.execute(GOLD_QUERY.format("%s"), ("USD",))
@@ -469,3 +473,25 @@ def test_tables_are_published_into_an_existing_postgresql_given_by_url(homes, mo
     monkeypatch.setenv("TRIBUTARY_SERVE_URL", "postgresql://nobody:x@127.0.0.1:1/tributary")
     assert main(["--home", str(source.settings.home), "serve", "sync"]) == 2
     assert "cannot reach TRIBUTARY_SERVE_URL (127.0.0.1:1/tributary)" in capsys.readouterr().err
+
+
+def test_analysts_without_a_password_only_when_allowed_and_warned(capsys):
+    root = Path(tempfile.mkdtemp(prefix="tributary-serve-open-"))
+    root.chmod(0o711)
+    open_serve = ServeSettings(port=free_port(), password=None, allow_no_password=True)
+    try:
+        found = server.start(root, open_serve)
+        assert "log in without a password" in capsys.readouterr().err
+        db = psycopg2.connect(host=found.host, port=found.port, user=found.analyst, dbname=found.database)
+        try:
+            with db.cursor() as cur:
+                cur.execute("SELECT current_user")
+                assert cur.fetchone() == ("analyst",)
+        finally:
+            db.close()
+        server.start(root, replace(open_serve, password="now-required", allow_no_password=False))
+        with pytest.raises(psycopg2.OperationalError, match="no password supplied"):
+            psycopg2.connect(host=found.host, port=found.port, user=found.analyst, dbname=found.database)
+    finally:
+        server.stop(root)
+        shutil.rmtree(root, ignore_errors=True)
