@@ -449,7 +449,8 @@ def test_the_serving_asset_records_the_synced_snapshot_or_is_skipped_when_nothin
     assert materialization.asset_key == serving_key("gold.daily_revenue")
     metadata = {k: v.value for k, v in materialization.metadata.items()}
     assert metadata["snapshot"] == _synced(served, "gold.daily_revenue")
-    assert metadata["rows"] == len(_served_rows(served, "gold.daily_revenue")) and metadata["mode"] == "unchanged"
+    assert metadata["table_rows"] == len(_served_rows(served, "gold.daily_revenue"))
+    assert metadata["mode"] == "unchanged" and metadata["rows_written"] == 0
 
     idle = materialize([asset], resources={"spark": SparkResource(home=str(tmp_path))})
     assert idle.success and not idle.asset_materializations_for_node(asset.op.name)
