@@ -182,6 +182,9 @@ def running(home: Path) -> bool:
 def sync_connection(home: Path, serve: ServeSettings) -> Connection | None:
     """A connection as the sync role to where served tables are published; None when nothing serves them (no
     `TRIBUTARY_SERVE_URL`, and the home's server is not running)."""
+    found = None if serve.url else endpoint(home)
+    if not serve.url and (found is None or not running(home)):
+        return None  # the common case of a home that serves nothing: no driver import, no connection
     import psycopg2
 
     if serve.url:
@@ -198,9 +201,7 @@ def sync_connection(home: Path, serve: ServeSettings) -> Connection | None:
         except psycopg2.OperationalError as exc:
             where = f"{parts.hostname}:{parts.port or 5432}{parts.path}"
             raise ConfigError(f"cannot reach TRIBUTARY_SERVE_URL ({where}): {_first(exc)}") from None
-    found = endpoint(home)
-    if found is None or not running(home):
-        return None
+    assert found is not None
     password = (serve_folder(home) / _SYNC_SECRET).read_text().strip()
     try:
         return psycopg2.connect(

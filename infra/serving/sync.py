@@ -115,14 +115,14 @@ def sync_table(
 ) -> SyncReport | None:
     """Bring the served copy of table `name` to its current snapshot; None when nothing serves tables (no
     `TRIBUTARY_SERVE_URL` and the home's server is not running). `refresh` rebuilds the served table."""
-    import psycopg2
-    from psycopg2 import sql
-
     ns, short = validate_table_name(name)
     started = time.perf_counter()
     connection = sync_connection(settings.home, serve)
     if connection is None:
         return None
+    import psycopg2
+    from psycopg2 import sql
+
     target = sql.Identifier(ns, short)
     try:
         with connection, connection.cursor() as cur:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from infra.errors import ConfigError
 from infra.serving.config import ServeSettings
+from infra.serving.server import running
 from infra.serving.sync import SyncReport, sync_table
 from infra.settings import Settings
 from pipelines.spec.registry import Registry
@@ -36,17 +37,9 @@ def sync_served(
 ) -> list[SyncReport]:
     """Sync every served table (among `tables`); empty when nothing serves tables."""
     serve = serve or ServeSettings.from_env()
-    reports = []
-    for spec in served_specs(registry, tables):
-        report = sync_spec(settings, serve, spec)
-        if report is None and not serve.url:
-            from infra.serving.server import running
-
-            if not running(settings.home):
-                break  # the home's server is not running: nothing is served
-        if report is not None:
-            reports.append(report)
-    return reports
+    if not serve.url and not running(settings.home):
+        return []  # nothing serves tables: the home's server is not running
+    return [r for spec in served_specs(registry, tables) if (r := sync_spec(settings, serve, spec)) is not None]
 
 
 def report_line(report: SyncReport) -> str:
