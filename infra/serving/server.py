@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 from urllib.parse import unquote, urlsplit
 
 from infra.deploy import postgres
-from infra.errors import ConfigError, SetupError
+from infra.errors import ConfigError, SetupError, first_line
 from infra.serving.config import DATABASE, SYNC_ROLE, ServeSettings, serve_folder
 
 if TYPE_CHECKING:
@@ -200,7 +200,7 @@ def sync_connection(home: Path, serve: ServeSettings) -> Connection | None:
             )
         except psycopg2.OperationalError as exc:
             where = f"{parts.hostname}:{parts.port or 5432}{parts.path}"
-            raise ConfigError(f"cannot reach TRIBUTARY_SERVE_URL ({where}): {_first(exc)}") from None
+            raise ConfigError(f"cannot reach TRIBUTARY_SERVE_URL ({where}): {first_line(exc)}") from None
     assert found is not None
     password = (serve_folder(home) / _SYNC_SECRET).read_text().strip()
     try:
@@ -210,11 +210,6 @@ def sync_connection(home: Path, serve: ServeSettings) -> Connection | None:
         )  # fmt: skip
     except psycopg2.OperationalError as exc:
         raise SetupError(
-            f"the serving server of {home} does not answer on port {found.port} ({_first(exc)}): "
+            f"the serving server of {home} does not answer on port {found.port} ({first_line(exc)}): "
             "run 'tributary serve stop' then 'tributary serve start'"
         ) from None
-
-
-def _first(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__

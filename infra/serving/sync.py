@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
-from infra.errors import TributaryError
+from infra.errors import TributaryError, first_line
 from infra.identifiers import validate_table_name
 from infra.serving.config import ServeSettings
 from infra.serving.pgtypes import copy_input, pg_type
@@ -156,8 +156,7 @@ def sync_table(
         lag = (datetime.now(UTC) - committed_at).total_seconds() if committed_at else None
         return SyncReport(name, snapshot, rows.num_rows, mode, *counts, seconds=_since(started), lag_seconds=lag)
     except psycopg2.Error as exc:
-        said = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-        raise ServeError(f"sync of served table {name} failed, nothing changed: {said}") from None
+        raise ServeError(f"sync of served table {name} failed, nothing changed: {first_line(exc)}") from None
     finally:
         connection.close()
 
@@ -227,7 +226,6 @@ def _create(cur, serve, ns, target, columns, keys, description, schema) -> None:
     from psycopg2 import sql
 
     _execute(cur, sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(ns)))
-    _grant_schema(cur, serve, ns)
     _execute(cur, sql.SQL("DROP TABLE IF EXISTS {}").format(target))
     # Types come from `pg_type` (fixed words and numbers), names are quoted identifiers.
     body = sql.SQL(", ").join(sql.SQL("{} " + kind).format(sql.Identifier(c)) for c, kind in columns)
@@ -322,6 +320,6 @@ def synced_state(settings: Settings, serve: ServeSettings) -> dict[str, tuple[st
             cur.execute(f"SELECT table_name, table_id, snapshot, rows, synced_at FROM {STATE_SCHEMA}.synced")
             return {name: (tid, snap, rows, at) for name, tid, snap, rows, at in cur.fetchall()}
     except psycopg2.Error as exc:
-        raise ServeError(f"cannot read the served tables' state: {str(exc).strip().splitlines()[0]}") from None
+        raise ServeError(f"cannot read the served tables' state: {first_line(exc)}") from None
     finally:
         connection.close()
