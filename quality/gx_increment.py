@@ -6,6 +6,11 @@ rows or rewrote files (a compaction), the rows that expectation has not seen are
 passes on the table if it passes on them (and, for `unique`, none of their keys was stored before). Anything
 else (a failure, a changed suite, a table created again, a delete, an overwrite) is validated on the whole table.
 Table-level expectations (row counts, freshness) and those that failed before always read the whole table.
+
+Cheaper still: a validating writer records in each commit the row expectations every row it wrote meets
+(`pipelines.spec.held`). When every commit since that snapshot (or since the table's first, with no usable earlier
+result) appended rows and records an expectation as held, it holds on the table without reading a row
+(`held_by_commits`).
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from pyspark.sql import functions as F
 from infra.settings import Settings
 from pipelines.io.formats import table_format
 from pipelines.spec.expectations import ROW_KINDS, Expectation
+from pipelines.spec.held import fingerprint, held_in
 from pipelines.spec.tables import TableSpec
 from quality.results import latest_result
 
@@ -104,3 +110,41 @@ def keys_stored_before(spark: SparkSession, settings: Settings, spec: TableSpec,
         if held.filter("count > 1").limit(1).collect():
             clashing.append(exp.label)
     return clashing
+
+
+@dataclass(frozen=True)
+class Held:
+    """The expectations every commit after snapshot `since` (None: the table's first) up to `until` records as
+    held on the rows it appended (`commits` of them)."""
+
+    since: int | None
+    commits: int
+    fingerprints: frozenset[str]
+
+    def proves(self, exp: Expectation, increment: Increment | None) -> bool:
+        """Whether `exp` holds on the table: held by every commit since the snapshot the proof starts from, and
+        (starting from an earlier result) passed there."""
+        return fingerprint(exp) in self.fingerprints and (increment is None or increment.covers(exp))
+
+    def note(self, proven: int) -> str:
+        """What was proven where, for the result's notes."""
+        since = "the table's first commit" if self.since is None else f"snapshot {self.since}"
+        return (
+            f"{proven} row expectation(s) held on every row of the {self.commits} commit(s) since {since}, as "
+            "counted by their writer in the batch (no row read again)"
+        )
+
+
+def held_by_commits(
+    spark: SparkSession, settings: Settings, spec: TableSpec, snapshot: int | None, increment: Increment | None
+) -> Held | None:
+    """The expectations held by every commit since `increment`'s snapshot (None: since the table's first) up to
+    `snapshot`, when all of them appended rows or compacted files; else None."""
+    if snapshot is None:
+        return None
+    since = increment.since if increment is not None else None
+    summaries = table_format(settings).appended_summaries(spark, spec.name, since, snapshot)
+    if not summaries:
+        return None
+    held = frozenset.intersection(*(held_in(s) for s in summaries))
+    return Held(since, len(summaries), held) if held else None

@@ -22,7 +22,7 @@ from infra.spark import Session, running_session, started_session
 from pipelines.io.formats import table_format
 from pipelines.spec.expectations import GX_KINDS, ROW_KINDS, Expectation
 from pipelines.spec.tables import TableSpec
-from quality.gx_increment import TABLE_ID_STATE, increment_since_passed, keys_stored_before
+from quality.gx_increment import TABLE_ID_STATE, held_by_commits, increment_since_passed, keys_stored_before
 from quality.inputs import carried_over, digest, oldest_allowed, snapshot_version, snapshot_versions
 from quality.results import MAX_SAMPLES, CheckResult, Outcome, plain
 
@@ -194,14 +194,15 @@ class _Validation:
 
 
 def validate_table(
-    session: Session, settings: Settings, spec: TableSpec, df: DataFrame | None = None
+    session: Session, settings: Settings, spec: TableSpec, df: DataFrame | None = None, deep: bool = False
 ) -> dict[str, CheckResult]:
     """Evaluate the spec's GX expectations on the whole table at its current snapshot (or on `df`).
 
     One GX validation checks the schema on an empty frame, one checks the data (pass or fail only); only when
     some fail does a third one, on those alone, count the unexpected rows and collect samples. Row expectations
-    that passed at an earlier snapshot are validated on the rows appended since, when the table only appended
-    (`quality.gx_increment`).
+    that passed at an earlier snapshot are validated on the rows appended since, when the table only appended, and
+    those every commit since records as held on its rows are not validated again (`quality.gx_increment`), unless
+    `deep`.
 
     Returns one `CheckResult` per severity present: `"error"` (the blocking check `expectations`) and `"warn"`
     (the non-blocking check `expectations_warn`). When the table, the upstreams it is compared with and the suite
@@ -219,6 +220,7 @@ def validate_table(
         for table in (spec.name, *upstreams):
             require_table(running, settings, table)
         inputs = {"suite": digest(expectations), **snapshot_versions(running, settings, [spec.name, *upstreams])}
+        inputs["counted"] = "rows" if deep else "commits"
         clock_dependent = {e.label: e.within for e in expectations if e.kind == "fresh" and e.within is not None}
         severities = {e.severity for e in expectations}
         carried = {s: carried_over(settings, spec.name, CHECK_NAMES[s], inputs, clock_dependent) for s in severities}
@@ -255,6 +257,11 @@ def validate_table(
         checks = [CHECK_NAMES[s] for s in sorted({e.severity for e in expectations})]
         table_id = state.get(TABLE_ID_STATE, "")
         increment = increment_since_passed(spark, settings, spec, checks, inputs, snapshot, rows or 0, table_id)
+    held = held_by_commits(spark, settings, spec, snapshot, increment) if data and not deep else None
+    proven = {i: _held_outcome(e, rows) for i, e in data.items() if held is not None and held.proves(e, increment)}
+    if held is not None and proven:
+        data = {i: e for i, e in data.items() if i not in proven}
+        notes.append(held.note(len(proven)))
     covered = {i: e for i, e in data.items() if increment is not None and increment.covers(e)}
     if increment is not None and covered:
         # Only pass or fail is needed here: on any failure the whole table is validated, for exact counts.
@@ -266,7 +273,10 @@ def validate_table(
             notes.append(increment.note(len(covered)))
     if data:
         by_expectation.update(_validate_frame(validation, batch_definition, df, data, "data"))
-    outcomes = [_outcome(e, by_expectation.get(i, []), validation.notes[i]) for i, e in enumerate(expectations)]
+    outcomes = [
+        proven[i] if i in proven else _outcome(e, by_expectation.get(i, []), validation.notes[i])
+        for i, e in enumerate(expectations)
+    ]
     if rows is None:
         rows = next((o.element_count for o in outcomes if o.element_count is not None), None)
     seconds = round(time.perf_counter() - started, 3)
@@ -291,6 +301,11 @@ def validate_table(
                 state=state,
             )
     return results
+
+
+def _held_outcome(exp: Expectation, rows: int | None) -> Outcome:
+    """A row expectation every row of the table meets, as its writers' commits record (`held_by_commits`)."""
+    return Outcome(exp.label, exp.severity, True, element_count=rows, unexpected_count=0, unexpected_percent=0.0)
 
 
 def _validate_frame(

@@ -20,7 +20,7 @@ from infra.settings import Settings
 from pipelines.io.formats import table_format
 from pipelines.spec.rules import passes_rules
 from pipelines.spec.tables import TableSpec
-from pipelines.write.sinks import QUARANTINE_IDENTITY, ValidateDedupeSink, quarantine_identity
+from pipelines.write.validate import QUARANTINE_IDENTITY, ValidateDedupeSink, quarantine_identity
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -45,10 +45,17 @@ class Counts:
     # The three tables' identities (`TableFormat.table_id`): snapshot ids of tables since created again are others'.
     tables_id: str = ""
     incremental: bool = False
+    # Invalid rows as the batches recorded them (`quality.pipeline_ledger`); None: bronze rows minus valid ones.
+    invalid: int | None = None
 
     def state(self) -> dict[str, int | str | None]:
         """What a later count can start from (kept with the check's result)."""
-        return {k: v for k, v in asdict(self).items() if k != "incremental"}
+        return {k: v for k, v in asdict(self).items() if k not in ("incremental", "invalid")}
+
+    @property
+    def rejected(self) -> int:
+        """The bronze rows failing the rules."""
+        return self.rows - self.valid if self.invalid is None else self.invalid
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,9 @@ Per pipeline (a validating spec — `ValidateDedupeSink` — whose upstream read
 Per `totals_match_upstream` expectation: each measure of the table, per key, equals the aggregate over the
 upstream table, as the table's own stream has read it or as it is now (what a backfill recomputes from).
 
-Nothing here trusts run metadata: every number is read from files and tables.
+The split of bronze's rows is read from the commits when every silver and quarantine commit records it (each
+in the same commit as its rows, `quality.pipeline_ledger`); a deep check, or any other history, re-validates
+bronze with the spec's own transform and rules and counts every row.
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ from pipelines.spec.expectations import Expectation
 from pipelines.spec.registry import Registry
 from pipelines.spec.rules import passes_rules
 from pipelines.spec.tables import MAIN_FLOW, TableSpec
-from pipelines.write.sinks import ValidateDedupeSink
+from pipelines.write.validate import ValidateDedupeSink
 from quality.gx_runner import require_table
 from quality.inputs import (
     carried_over,
@@ -47,6 +49,7 @@ from quality.inputs import (
     snapshot_versions,
 )
 from quality.pipeline_counts import Tables, at, counts_since, full_counts, passed_counts
+from quality.pipeline_ledger import ledger_counts
 from quality.results import MAX_SAMPLES, CheckResult, Outcome, latest_result, plain
 
 if TYPE_CHECKING:
@@ -85,9 +88,11 @@ def totals_expectations(spec: TableSpec) -> list[Expectation]:
     return [e for e in spec.expectations if e.kind == "totals_match_upstream"]
 
 
-def reconcile_pipeline(session: Session, settings: Settings, pipeline: Pipeline) -> CheckResult:
+def reconcile_pipeline(session: Session, settings: Settings, pipeline: Pipeline, deep: bool = False) -> CheckResult:
     """Check that every landed line of the pipeline is in exactly one of silver, quarantine or duplicates.
 
+    The split of bronze's rows is read from what silver's batches recorded in their commits when they all did
+    (`quality.pipeline_ledger`); `deep` (or any commit without that record) re-validates and counts the rows.
     `session` (`infra.spark.Session`) is started only when the result cannot be carried over.
     """
     started = time.perf_counter()
@@ -96,7 +101,7 @@ def reconcile_pipeline(session: Session, settings: Settings, pipeline: Pipeline)
     running = running_session(session)
     for name in (pipeline.bronze.name, silver.name, sink.quarantine_table):
         require_table(running, settings, name)
-    inputs = _pipeline_inputs(running, settings, pipeline)
+    inputs = {**_pipeline_inputs(running, settings, pipeline), "counted": "rows" if deep else "commits"}
     carried = carried_over(settings, silver.name, CHECK_NAME, inputs)
     if carried is not None:
         return carried
@@ -130,7 +135,16 @@ def reconcile_pipeline(session: Session, settings: Settings, pipeline: Pipeline)
         ),
     )
     before = passed_counts(latest_result(settings, silver.name, CHECK_NAME), inputs["rules"])
-    counts = (counts_since(spark, settings, tables, before) if before else None) or full_counts(spark, settings, tables)
+    counts = (
+        (None if deep else ledger_counts(spark, settings, tables))
+        or (counts_since(spark, settings, tables, before) if before else None)
+        or full_counts(spark, settings, tables)
+    )
+    if counts.invalid is not None:
+        notes.append(
+            f"counted from the commits of {silver.name} and {sink.quarantine_table}: each records the bronze rows "
+            "its batch read (no row read again; 'tributary quality check --deep' re-validates and counts every row)"
+        )
     if counts.incremental:
         notes.append(
             f"counted the rows appended since the last reconciliation that passed (bronze snapshot "
@@ -138,7 +152,7 @@ def reconcile_pipeline(session: Session, settings: Settings, pipeline: Pipeline)
         )
     bronze_rows, valid, distinct_valid = counts.rows, counts.valid, counts.distinct_valid
     silver_rows, silver_keys, quarantined = counts.silver_rows, counts.silver_keys, counts.quarantined
-    invalid, distinct_invalid = bronze_rows - valid, counts.distinct_invalid
+    invalid, distinct_invalid = counts.rejected, counts.distinct_invalid
     duplicates = valid - distinct_valid + invalid - distinct_invalid
     accounted = silver_rows + quarantined + duplicates
     gap = bronze_rows - accounted
@@ -164,7 +178,11 @@ def reconcile_pipeline(session: Session, settings: Settings, pipeline: Pipeline)
         name=f"{silver.name} holds every distinct valid {', '.join(keys)}",
         severity="error",
         success=silver_rows == distinct_valid and silver_keys == silver_rows,
-        observed=f"{silver_rows} rows, {silver_keys} distinct keys, {distinct_valid} distinct valid keys in bronze",
+        observed=(
+            f"{silver_rows} rows, {silver_keys} distinct keys, {distinct_valid} distinct valid keys in bronze"
+            if counts.invalid is None
+            else f"{silver_rows} rows, each the first copy of its key among the {valid} valid rows its batches read"
+        ),
         element_count=distinct_valid,
         unexpected_count=abs(distinct_valid - silver_keys) + (silver_rows - silver_keys),
     )

@@ -23,10 +23,14 @@ def validate_registry(registry: Registry) -> None:
         validate_suite(spec.name, spec.output.schema.fieldNames(), spec.keys, spec.expectations, known)
 
 
-def check_table(spark: SparkSession, settings: Settings, registry: Registry, spec: TableSpec) -> list[CheckResult]:
-    """The table's expectation checks and reconciliations, each persisted as the latest result."""
-    results = list(validate_table(spark, settings, spec).values())
-    results += [reconcile_pipeline(spark, settings, p) for p in pipelines_of(registry) if p.silver.name == spec.name]
+def check_table(
+    spark: SparkSession, settings: Settings, registry: Registry, spec: TableSpec, deep: bool = False
+) -> list[CheckResult]:
+    """The table's expectation checks and reconciliations, each persisted as the latest result (`deep`: reading
+    every row, not what the batches recorded in their commits)."""
+    results = list(validate_table(spark, settings, spec, deep=deep).values())
+    pipelines = [p for p in pipelines_of(registry) if p.silver.name == spec.name]
+    results += [reconcile_pipeline(spark, settings, p, deep) for p in pipelines]
     if totals_expectations(spec):
         results.append(reconcile_totals(spark, settings, spec))
     for result in results:
@@ -35,12 +39,16 @@ def check_table(spark: SparkSession, settings: Settings, registry: Registry, spe
 
 
 def check_tables(
-    spark: SparkSession, settings: Settings, registry: Registry, tables: Iterable[str] | None = None
+    spark: SparkSession,
+    settings: Settings,
+    registry: Registry,
+    tables: Iterable[str] | None = None,
+    deep: bool = False,
 ) -> list[CheckResult]:
     """Check the named tables (default: all, upstream first) and rewrite the quality report."""
     validate_registry(registry)
     wanted = {registry.get(name).name for name in tables} if tables else None  # unknown names fail first
     specs = [spec for spec in registry if wanted is None or spec.name in wanted]
-    results = [r for spec in specs for r in check_table(spark, settings, registry, spec)]
+    results = [r for spec in specs for r in check_table(spark, settings, registry, spec, deep)]
     write_report(settings)
     return results

@@ -169,16 +169,33 @@ def _type_text(node: object) -> str:
     return str(kind)
 
 
-def appended_between(table: Path, since: int | None, until: int) -> list[dict] | None:
-    """The `add` actions of the versions after `since` (None: from version 0) up to `until`, when each of them
-    appended rows, rewrote files without a data change (OPTIMIZE) or changed no files; None when one removed
-    rows (an overwrite, a delete, a MERGE)."""
-    added: list[dict] = []
+def _commits_between(table: Path, since: int | None, until: int) -> list[Commit] | None:
+    """The commits after `since` (None: from version 0) up to `until`, when none of them removed rows (an
+    overwrite, a delete, a MERGE) and every one is still in the log; else None."""
+    commits = []
     for version in range(0 if since is None else since + 1, until + 1):
         if not commit_file(table, version).is_file():  # cleaned up after a checkpoint: the versions are unknown
             return None
         commit = read_commit(table, version)
         if commit.operation in ("overwrite", "delete"):
             return None
-        added.extend(commit.appended)
-    return added
+        commits.append(commit)
+    return commits
+
+
+def appended_between(table: Path, since: int | None, until: int) -> list[dict] | None:
+    """The `add` actions of the versions after `since` (None: from version 0) up to `until`, when each of them
+    appended rows, rewrote files without a data change (OPTIMIZE) or changed no files; None when one removed
+    rows (an overwrite, a delete, a MERGE)."""
+    commits = _commits_between(table, since, until)
+    return None if commits is None else [add for commit in commits for add in commit.appended]
+
+
+def appended_infos(table: Path, since: int | None, until: int) -> list[dict[str, str]] | None:
+    """The commit info (and `added-records`) of each version after `since` up to `until` that appended, oldest
+    first, under the conditions of `appended_between`; else None."""
+    commits = _commits_between(table, since, until)
+    if commits is None:
+        return None
+    appends = [c for c in commits if c.operation == "append"]
+    return [{**{k: str(v) for k, v in c.info.items()}, "added-records": str(c.added_records)} for c in appends]

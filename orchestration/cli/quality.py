@@ -32,7 +32,7 @@ def _check(args: argparse.Namespace, settings: Settings) -> int:
     from quality.report import report_path
     from quality.run import check_tables
 
-    results = check_tables(get_spark(settings), settings, default_registry(), args.tables or None)
+    results = check_tables(get_spark(settings), settings, default_registry(), args.tables or None, args.deep)
     for r in results:
         status = "passed" if r.passed else ("FAILED" if r.severity == "error" else "warning")
         print(f"{status:<8} {r.table:<28} {r.check:<18} {len(r.failed)}/{len(r.outcomes)} failed  {r.seconds:.2f} s")
@@ -58,4 +58,7 @@ def register(
     actions.add_parser("report", help="write <home>/reports/quality.md from the latest check results")
     check = actions.add_parser("check", help="run the expectation suites and reconciliations (exit 1 on a failure)")
     check.add_argument("tables", nargs="*", help="table names such as silver.events (default: all)")
+    check.add_argument(
+        "--deep", action="store_true", help="read every row again instead of what the batches recorded in their commits"
+    )
     handlers["quality"] = _quality

@@ -20,7 +20,8 @@ from pipelines.spec.expectations import row_count_vs_upstream, unique
 from pipelines.spec.rules import REASONS_COLUMN, WARNINGS_COLUMN, Rule, apply_rules
 from pipelines.spec.tables import OutputTable
 from pipelines.write.merge import CdcSink, OverwriteSink, UpsertSink
-from pipelines.write.sinks import QUARANTINE_IDENTITY, AppendSink, RecomputeMergeSink, ValidateDedupeSink
+from pipelines.write.sinks import AppendSink, RecomputeMergeSink
+from pipelines.write.validate import QUARANTINE_IDENTITY, ValidateDedupeSink
 
 BATCH_ID = StructField("_batch_id", LongType())
 # Landing columns a refined table leaves behind (they stay in bronze and in the quarantine table).

@@ -36,7 +36,7 @@ from pyspark.sql.types import StructType
 
 from infra.errors import ConfigError, PipelineError
 from infra.settings import Settings
-from infra.sql.delta_tables import Commit, appended_between, commit_file, data_path, delta_location, read_commit
+from infra.sql.delta_tables import Commit, appended_between, appended_infos, data_path, delta_location, read_commit
 from infra.sql.table_metadata import Snapshot
 from pipelines.io.checkpoints import (
     ConsumerPosition,
@@ -45,7 +45,7 @@ from pipelines.io.checkpoints import (
     pending_batch,
     settled_offsets,
 )
-from pipelines.io.delta_source import new_stream_replays, version_read
+from pipelines.io.delta_source import new_stream_replays, replay_problem, version_read
 from pipelines.io.format_types import DayRange, Merge, Staged, TableStats, check_schema
 from pipelines.spec.tables import OutputTable
 
@@ -222,21 +222,14 @@ class DeltaFormat:
 
     def replay_problem(self, spark: SparkSession, name: str) -> str | None:
         """A version that overwrote or deleted rows (a reprocess), a commit the log no longer holds, or an appended
-        file VACUUM has deleted."""
-        if not self.exists(spark, name):
-            return None
-        path = self.location(name)
-        for version in range(self.delta_table(name).version() + 1):
-            if not commit_file(path, version).is_file():
-                return f"its log no longer holds version {version} (cleaned up after a checkpoint)"
-            commit = read_commit(path, version)
-            if commit.operation in ("overwrite", "delete"):
-                return f"version {version} {commit.operation} rows in place (a reprocess)"
-        for version in range(self.delta_table(name).version() + 1):
-            gone = [f for a in read_commit(path, version).appended if not (f := data_path(path, a)).exists()]
-            if gone:
-                return f"VACUUM deleted its appended file {gone[0]}"
-        return None
+        file VACUUM has deleted (`delta_source.replay_problem`)."""
+        return (
+            replay_problem(self.location(name), self.delta_table(name).version()) if self.exists(spark, name) else None
+        )
+
+    def appended_summaries(self, spark: SparkSession, name: str, since: int | None, until: int) -> list[dict] | None:
+        """The appending versions' commit info (`appended_infos`)."""
+        return appended_infos(self.location(name), since, until)
 
     def drop(self, spark: SparkSession, name: str) -> None:
         """Delete the table's folder."""

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from deltalake import DeltaTable
 
-from infra.sql.delta_tables import commit_file, read_commit
+from infra.sql.delta_tables import commit_file, data_path, read_commit
 from pipelines.io.checkpoints import batch_files, last_committed_batch, pending_batch, source_offsets
 
 # delta-spark's DeltaSourceOffset.END_INDEX (Long.MaxValue - 100): every file of the offset's version was read.
@@ -62,3 +62,20 @@ def new_stream_replays(checkpoint: Path, path: Path, table: DeltaTable) -> bool:
     ):
         return False
     return replays_from_start(path, table.version())
+
+
+def replay_problem(path: Path, current: int) -> str | None:
+    """Why a new stream could not replay the Delta table at `path` (current version `current`) from version 0: a
+    version that overwrote or deleted rows (a reprocess), a commit the log no longer holds, or an appended file
+    VACUUM has deleted; None when it can."""
+    for version in range(current + 1):
+        if not commit_file(path, version).is_file():
+            return f"its log no longer holds version {version} (cleaned up after a checkpoint)"
+        commit = read_commit(path, version)
+        if commit.operation in ("overwrite", "delete"):
+            return f"version {version} {commit.operation} rows in place (a reprocess)"
+    for version in range(current + 1):
+        gone = [f for a in read_commit(path, version).appended if not (f := data_path(path, a)).exists()]
+        if gone:
+            return f"VACUUM deleted its appended file {gone[0]}"
+    return None

@@ -130,6 +130,12 @@ class TableFormat(Protocol):
         a MERGE) or `since` is not an ancestor of `until`."""
         ...
 
+    def appended_summaries(self, spark: SparkSession, name: str, since: int | None, until: int) -> list[dict] | None:
+        """The properties (snapshot summary, commit info, with `added-records`) of each commit after `since` (None:
+        the table's first) up to `until` that appended rows, oldest first; None under the conditions under which
+        `appended_rows` is None."""
+        ...
+
     def table_id(self, spark: SparkSession | None, name: str) -> str:
         """The table's identity: a table dropped and created again under the same name has another, so that
         snapshot ids (Delta: versions) from before are not taken for its own."""

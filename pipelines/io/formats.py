@@ -146,6 +146,12 @@ class TableFormats:
             return self.read(spark, name).limit(0) if since is None else None
         return self.adapter(name).appended_rows(spark, name, since, until)
 
+    def appended_summaries(self, spark: SparkSession, name: str, since: int | None, until: int | None) -> list | None:
+        """As `TableFormat.appended_summaries`; `until` None (a table never written) has appended nothing."""
+        if until is None:
+            return [] if since is None else None
+        return self.adapter(name).appended_summaries(spark, name, since, until)
+
     def table_id(self, spark: SparkSession | None, name: str) -> str:
         return self.adapter(name).table_id(spark, name)
 

@@ -7,7 +7,6 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, date, datetime
 from pathlib import Path
 
-from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
@@ -244,19 +243,11 @@ class IcebergFormat:
 
     def replay_problem(self, spark: SparkSession, name: str) -> str | None:
         """A snapshot whose parent was expired, or an overwrite or delete (a reprocess) in the history."""
-        qualified = self.qualified(name)
-        try:
-            snaps = spark.sql(f"SELECT snapshot_id, parent_id, operation FROM {qualified}.snapshots").collect()
-        except AnalysisException:
-            return None  # no table yet: a new stream starts when it appears
-        ids = {s.snapshot_id for s in snaps}
-        expired = [s for s in snaps if s.parent_id is not None and s.parent_id not in ids]
-        if expired:
-            return f"its snapshot history before {expired[0].snapshot_id} was expired"
-        rewritten = [s for s in snaps if s.operation in ("overwrite", "delete")]
-        if rewritten:
-            return f"snapshot {rewritten[0].snapshot_id} {rewritten[0].operation} rows in place (a reprocess)"
-        return None
+        return iceberg_history.replay_problem(spark, self.qualified(name))
+
+    def appended_summaries(self, spark: SparkSession, name: str, since: int | None, until: int) -> list[dict] | None:
+        """Walked in the table's metadata (`iceberg_history.appended_summaries`)."""
+        return iceberg_history.appended_summaries(self._session(spark), self.qualified(name), since, until)
 
     def drop(self, spark: SparkSession, name: str) -> None:
         """`DROP TABLE ... PURGE`."""

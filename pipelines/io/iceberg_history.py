@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame, SparkSession
 
 WRITER_PROPERTY = "tributary.writer"
@@ -106,3 +107,39 @@ def only_appends_between(spark: SparkSession, qualified: str, since: int | None,
         parent = snapshot.parentId()
         snapshot = table.snapshot(parent) if parent is not None else None
     return snapshot is not None or since is None
+
+
+def appended_summaries(spark: SparkSession, qualified: str, since: int | None, until: int) -> list[dict] | None:
+    """The summaries of the snapshots after `since` (None: from the table's first) up to `until` that appended
+    rows, oldest first; None unless each of them appended or only rewrote files (a compaction) and the history
+    back to `since` is still known (no expired snapshot in between)."""
+    table = load_table(spark, qualified)
+    found: list[dict] = []
+    snapshot = table.snapshot(until)
+    while snapshot is not None and snapshot.snapshotId() != since:
+        if snapshot.operation() == "append":
+            found.append({str(k): str(v) for k, v in snapshot.summary().items()})
+        elif snapshot.operation() != "replace":
+            return None
+        parent = snapshot.parentId()
+        if parent is None:
+            return found[::-1] if since is None else None
+        snapshot = table.snapshot(parent)
+    return found[::-1] if snapshot is not None else None
+
+
+def replay_problem(spark: SparkSession, qualified: str) -> str | None:
+    """Why a new stream could not replay the table from its first snapshot: a snapshot whose parent was expired, or
+    an overwrite or delete (a reprocess) in the history; None when it can."""
+    try:
+        snaps = spark.sql(f"SELECT snapshot_id, parent_id, operation FROM {qualified}.snapshots").collect()
+    except AnalysisException:
+        return None  # no table yet: a new stream starts when it appears
+    ids = {s.snapshot_id for s in snaps}
+    expired = [s for s in snaps if s.parent_id is not None and s.parent_id not in ids]
+    if expired:
+        return f"its snapshot history before {expired[0].snapshot_id} was expired"
+    rewritten = [s for s in snaps if s.operation in ("overwrite", "delete")]
+    if rewritten:
+        return f"snapshot {rewritten[0].snapshot_id} {rewritten[0].operation} rows in place (a reprocess)"
+    return None

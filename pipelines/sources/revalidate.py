@@ -12,7 +12,7 @@ from infra.errors import ConfigError, PipelineError
 from pipelines.io.formats import DayRange, Merge, TableFormat
 from pipelines.spec.tables import TableSpec
 from pipelines.write.ranges import RangeReport, replace_range, upstream_table
-from pipelines.write.sinks import QUARANTINE_IDENTITY, ValidateDedupeSink, quarantine_identity
+from pipelines.write.validate import QUARANTINE_IDENTITY, ValidateDedupeSink, quarantine_identity
 
 # `_batch_id` of rows written by a reprocess rather than by a streaming batch.
 REPROCESS_BATCH_ID = -1

@@ -92,6 +92,7 @@ class StreamedKind(SourceKind):
                     run.clock,
                     stage_bytes,
                     run.settings.home,
+                    spec.expectations,
                 )
                 with run.clock.stage("batch.write"):
                     write_micro_batch(ctx, df, self, spec, headers)

@@ -21,6 +21,7 @@ from pipelines.datasets.ecommerce.sample_data import generate
 from pipelines.run.pipeline import run_pipeline
 from pipelines.run.runner import run_table
 from pipelines.spec.registry import Registry
+from quality.reconcile import pipelines_of, reconcile_pipeline
 from tests.support.crash_child import kill_in_child
 from tests.support.crash_registry import crash_registry
 from tests.support.helpers import table
@@ -209,3 +210,16 @@ def test_kill_then_rerun_matches_uninterrupted(
 
     names = _outputs(registry, target)
     assert _contents(spark, s, names) == {n: reference[drops][n] for n in names}
+    if registry.get(target).sink.quarantines:
+        _assert_commits_account_for_every_row(spark, s, registry, target)
+
+
+def _assert_commits_account_for_every_row(spark, settings, registry: Registry, target: str) -> None:
+    """The reconciliation read from what the batches recorded in their commits (the killed batch's first
+    attempt and its replay included) passes with the numbers a count of every row gives."""
+    pipeline = next(p for p in pipelines_of(registry) if p.silver.name == target)
+    from_commits = reconcile_pipeline(spark, settings, pipeline)
+    counted = reconcile_pipeline(spark, settings, pipeline, deep=True)
+    assert any("counted from the commits" in note for note in from_commits.notes), from_commits.notes
+    assert from_commits.passed and counted.passed, [o.summary() for o in from_commits.outcomes + counted.outcomes]
+    assert [o.observed for o in from_commits.outcomes[:3]] == [o.observed for o in counted.outcomes[:3]]

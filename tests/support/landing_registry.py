@@ -21,7 +21,8 @@ from pipelines.spec.registry import Registry
 from pipelines.spec.rules import Rule, apply_rules
 from pipelines.spec.sources import FileSource, SchemaEvolution, TableSource
 from pipelines.spec.tables import OutputTable, TableSpec
-from pipelines.write.sinks import AppendSink, ValidateDedupeSink
+from pipelines.write.sinks import AppendSink
+from pipelines.write.validate import ValidateDedupeSink
 
 ORDER_FIELDS = [
     StructField("order_id", StringType()),

@@ -24,7 +24,7 @@ from pyspark.sql.types import StructType, TimestampType
 from pipelines.authoring.load import load_registry
 from pipelines.datasets.ecommerce.tables import LANDED_SCHEMA
 from pipelines.spec.tables import TableSpec
-from pipelines.write.sinks import quarantine_identity
+from pipelines.write.validate import quarantine_identity
 
 T = "2026-01-01 "  # the day most events of these tests happen on (UTC)
 

@@ -1,0 +1,195 @@
+"""The validating sink: row rules split a batch into valid rows and quarantine, valid rows are deduplicated by key.
+
+Each commit it makes also records what its writer counted in the batch's one aggregation (`LEDGER` below, and the
+row expectations that held, `pipelines.spec.held`), in the same commit as the rows: a check can then account for
+every row from commit metadata instead of scanning the tables again (`quality.pipeline_ledger`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from pyspark.sql import Column, DataFrame, Row, Window
+from pyspark.sql import functions as F
+from pyspark.sql.types import StructType
+
+from infra.errors import PipelineError
+from infra.identifiers import check_column_names
+from pipelines.spec.expectations import Expectation
+from pipelines.spec.held import countable, fingerprint, held_property, violation
+from pipelines.spec.rules import REASONS_COLUMN, WARNINGS_COLUMN, Rule, passes_rules, rule_failure_counts
+from pipelines.spec.strategy import Reprocess, Sink
+from pipelines.spec.tables import OutputTable
+from pipelines.write.sinks import BatchContext
+
+# The batch's rows a commit accounts for: on the table's commit its valid rows (the rows it added plus the
+# duplicates it dropped), on the quarantine table's commit its invalid rows (added plus records sent again).
+ROWS_READ_PROPERTY = "tributary.rows-read"
+
+# The quarantine column that identifies a rejected row: the record as it landed.
+QUARANTINE_IDENTITY = "raw_record"
+
+
+def quarantine_identity(rows: DataFrame) -> Column:
+    """`raw_record` of `rows` as the quarantine table stores it: text, the corrupt line when there is one, else the
+    landed record as JSON. A dedupe table's function carries it as the landed struct (`corrupt`, `record`), NULL
+    for a valid row: rendered here, for rejected rows only, so that the batch's projection stays compiled (Spark
+    evaluates `to_json` outside its generated code: about a second per million rows of every batch)."""
+    column = F.col(QUARANTINE_IDENTITY)
+    if not isinstance(rows.schema[QUARANTINE_IDENTITY].dataType, StructType):
+        return column
+    return F.coalesce(column["corrupt"], F.to_json(column["record"]))
+
+
+@dataclass(frozen=True)
+class ValidateDedupeSink(Sink):
+    """Split a batch by row rules into valid rows and a quarantine table; deduplicate valid rows by key.
+
+    The first copy of a key wins: within a batch the first by `order_by`, across batches the stored one, whatever
+    the later copy's event time or other values. Every batch checks its keys against all stored keys (no state
+    to expire, so a copy arriving a year later is still a duplicate).
+    """
+
+    label: ClassVar[str] = "validate + dedupe"
+
+    reprocess_by: ClassVar[Reprocess | None] = "revalidate"
+    quarantines: ClassVar[bool] = True
+
+    quarantine_table: str
+    keys: tuple[str, ...]
+    time_column: str
+    columns: tuple[str, ...]
+    quarantine_columns: tuple[str, ...]
+    rules: tuple[Rule, ...]
+    order_by: tuple[str, ...] = ("_source_file",)
+    # The written table, when `columns` are left to its (inferred) schema.
+    output: OutputTable | None = None
+
+    def __post_init__(self) -> None:
+        check_column_names((*self.keys, self.time_column, *self.order_by, *self.quarantine_columns))
+
+    @property
+    def output_columns(self) -> tuple[str, ...]:
+        """The columns written to the table: as given, or those of the output table's schema."""
+        if self.columns or self.output is None:
+            return self.columns
+        return tuple(self.output.schema.names)
+
+    def write(self, ctx: BatchContext, df: DataFrame) -> None:
+        """Quarantine, fail, or deduplicate and append each row of the batch."""
+        batch = df.withColumn("_batch_id", F.lit(ctx.batch_id).cast("long")).persist()
+        try:
+            self._write(ctx, batch)
+        finally:
+            batch.unpersist()
+
+    def stats(self, rows: DataFrame, expectations: tuple[Expectation, ...] = ()) -> Row:
+        """Counts of `rows`: all, invalid, valid with warnings, each rule's failures (`rule:<name>`), the valid
+        rows' event-time range as microseconds (`lo`, `hi`), and the valid rows each countable expectation of
+        `expectations` does not accept (`expect:<index>`, `pipelines.spec.held`)."""
+        is_valid = passes_rules()
+        counted = [
+            F.sum((is_valid & violation(e)).cast("long")).alias(f"expect:{i}")
+            for i, e in enumerate(expectations)
+            if countable(e, rows.columns)
+        ]
+        return rows.agg(
+            F.count(F.lit(1)).alias("rows"),
+            F.sum((~is_valid).cast("long")).alias("invalid"),
+            F.sum((is_valid & (F.size(WARNINGS_COLUMN) > 0)).cast("long")).alias("warned"),
+            # As microseconds: a timestamp far from today (year 1) cannot become a Python datetime everywhere.
+            F.min(F.when(is_valid, F.unix_micros(self.time_column))).alias("lo"),
+            F.max(F.when(is_valid, F.unix_micros(self.time_column))).alias("hi"),
+            *rule_failure_counts(self.rules),
+            *counted,
+        ).collect()[0]
+
+    def held(self, stats: Row, expectations: tuple[Expectation, ...]) -> list[str]:
+        """The fingerprints of the expectations every row this sink writes from a batch meets: those no valid
+        row failed (`stats`), and `unique` on the keys, which the first-copy-wins write makes hold."""
+        found = [fingerprint(e) for i, e in enumerate(expectations) if stats.asDict().get(f"expect:{i}") == 0]
+        return found + [fingerprint(e) for e in expectations if e.kind == "unique" and set(e.columns) == set(self.keys)]
+
+    def failed_fail_rule(self, stats: Row) -> tuple[Rule, int] | None:
+        """The first rule with action `fail` that some row failed, with its failure count."""
+        for rule in self.rules:
+            failed = stats[f"rule:{rule.name}"] or 0
+            if rule.action == "fail" and failed:
+                return rule, failed
+        return None
+
+    def first_per_key(self, rows: DataFrame) -> DataFrame:
+        """The valid rows of `rows`, one per key: the first by `order_by` (later ones are duplicates)."""
+        order = Window.partitionBy(*self.keys).orderBy(*self.order_by)
+        return rows.filter(passes_rules()).withColumn("_n", F.row_number().over(order)).filter("_n = 1")
+
+    def quarantine_rows(self, rows: DataFrame) -> DataFrame:
+        """The invalid rows of `rows` as quarantine rows (with their `reasons`, and `raw_record` as text)."""
+        invalid = rows.filter(~passes_rules()).withColumn("reasons", F.col(REASONS_COLUMN))
+        if QUARANTINE_IDENTITY not in rows.columns:
+            return invalid
+        return invalid.withColumn(QUARANTINE_IDENTITY, quarantine_identity(rows))
+
+    def _write(self, ctx: BatchContext, batch: DataFrame) -> None:
+        stats = self.stats(batch, ctx.expectations)
+        if stats["rows"] == 0:
+            return
+        ctx.metrics["rows_in"] += stats["rows"]
+        for rule in self.rules:
+            ctx.metrics[f"rule_failures:{rule.name}"] += stats[f"rule:{rule.name}"] or 0
+        failing = self.failed_fail_rule(stats)
+        if failing:
+            rule, failed = failing
+            example = batch.filter(F.array_contains(REASONS_COLUMN, rule.name)).limit(1).collect()[0]
+            raise PipelineError(
+                f"table {ctx.table}: rule {rule.name!r} ({rule.description or rule.expr}) failed for "
+                f"{failed} row(s); e.g. in file {example['_source_file']}: "
+                f"{ {c: example[c] for c in self.output_columns if c in example} }"
+            )
+        invalid = stats["invalid"] or 0
+        if invalid:
+            replayed = ctx.already_committed(self.quarantine_table)
+            ledger = {ROWS_READ_PROPERTY: str(invalid)}
+            added = ctx.append(self._new_quarantine(ctx, batch), self.quarantine_table, ledger)
+            if not replayed:
+                ctx.metrics["rows_quarantined"] += added
+                ctx.metrics["duplicates_dropped"] += invalid - added
+        valid_rows = stats["rows"] - invalid
+        if valid_rows == 0:
+            return
+        ctx.metrics["rows_with_warnings"] += stats["warned"] or 0
+        if ctx.already_committed(ctx.table):
+            ctx.metrics["replayed_batches_skipped"] += 1
+            return
+        first = self.first_per_key(batch)
+        new = self._not_stored(ctx, first).select(*self.output_columns)
+        ledger = {ROWS_READ_PROPERTY: str(valid_rows), **held_property(self.held(stats, ctx.expectations))}
+        added = ctx.append(new, ctx.table, ledger)
+        ctx.metrics["duplicates_dropped"] += valid_rows - added
+
+    def _not_stored(self, ctx: BatchContext, first: DataFrame) -> DataFrame:
+        """The rows of `first` whose key the table does not hold yet.
+
+        A key is stored once, whatever the event time of a later copy: every stored row of the batch's keys is
+        looked up (a semi join, so only matches travel; the key columns alone are read). A table without data files
+        (a first load) holds none, and the lookup would compute the batch's first rows twice.
+        """
+        if ctx.holds_no_files(ctx.table):
+            return first
+        keys = list(self.keys)
+        stored = ctx.fmt.read(ctx.spark, ctx.table).select(*keys).join(first.select(*keys), keys, "left_semi")
+        return first.join(stored, keys, "left_anti")
+
+    def _new_quarantine(self, ctx: BatchContext, batch: DataFrame) -> DataFrame:
+        """Quarantine rows, without those whose original record is already quarantined (a file sent again).
+
+        The record as landed (`raw_record`) is the identity of a rejected row: an invalid row has no trusted key.
+        """
+        rows = self.quarantine_rows(batch)
+        if QUARANTINE_IDENTITY not in self.quarantine_columns:
+            return rows.select(*self.quarantine_columns)
+        order = Window.partitionBy(QUARANTINE_IDENTITY).orderBy(*self.order_by)
+        first = rows.withColumn("_n", F.row_number().over(order)).filter("_n = 1").select(*self.quarantine_columns)
+        existing = ctx.fmt.read(ctx.spark, self.quarantine_table).select(QUARANTINE_IDENTITY)
+        return first.join(existing, QUARANTINE_IDENTITY, "left_anti").select(*self.quarantine_columns)
