@@ -134,7 +134,10 @@ def reconcile_pipeline(session: Session, settings: Settings, pipeline: Pipeline,
             fmt.table_id(spark, name) for name in (pipeline.bronze.name, silver.name, sink.quarantine_table)
         ),
     )
-    before = passed_counts(latest_result(settings, silver.name, CHECK_NAME), inputs["rules"])
+    latest = latest_result(settings, silver.name, CHECK_NAME)
+    # A deep count starts only from an earlier count of rows, never from numbers read from the commits.
+    counted_rows = latest is not None and latest.inputs.get("counted", "rows") == "rows"
+    before = passed_counts(latest, inputs["rules"]) if counted_rows or not deep else None
     counts = (
         (None if deep else ledger_counts(spark, settings, tables))
         or (counts_since(spark, settings, tables, before) if before else None)
