@@ -19,6 +19,7 @@ from pipelines.io.checkpoints import committed_files
 from pipelines.io.formats import table_format
 from pipelines.io.landing import is_blank, landed_lines, landing_folder
 from pipelines.sources.base import Accounting, flow_checkpoint
+from pipelines.sources.file_health import ACKNOWLEDGED
 from pipelines.spec.sources import FileSource
 from pipelines.spec.tables import MAIN_FLOW, TableSpec
 
@@ -91,12 +92,31 @@ def _rows_per_file(spark: SparkSession, settings: Settings, table: str) -> dict[
     return counts
 
 
+def _recorded_rows_per_file(spark: SparkSession, settings: Settings, spec: TableSpec) -> dict[str, int] | None:
+    """The table's rows per landed file as its batches recorded them in `<table>_files` (the health of each file,
+    in the batch that read it), when the table has one flow and they add up to its rows; else None.
+
+    Both are exactly-once appends of the same batch, but in two commits: a kill between them leaves a file
+    recorded whose rows are not in the table yet, which the total shows (and the rows are then counted)."""
+    fmt = table_format(settings)
+    if spec.files_table is None or len(spec.all_flows()) > 1 or not fmt.exists(spark, spec.files_table):
+        return None
+    recorded = fmt.read(spark, spec.files_table).filter(F.col("status") != ACKNOWLEDGED)
+    per_file: dict[str, int] = {}
+    for r in recorded.groupBy("file").agg(F.sum("rows").alias("n")).collect():
+        name = canonical(r["file"])
+        per_file[name] = per_file.get(name, 0) + int(r["n"] or 0)
+    return per_file if sum(per_file.values()) == fmt.stats(spark, spec.name).rows else None
+
+
 def landed_vs_bronze(
     spark: SparkSession, settings: Settings, bronze_spec: TableSpec, source: FileSource, flow: str = MAIN_FLOW
 ) -> Accounting:
     """Every file the bronze stream (its flow `flow`) read, landed or archived, has as many bronze rows as it has
     lines; notes name files not read yet and files gone from the landing folder and the archive."""
-    per_file = _rows_per_file(spark, settings, bronze_spec.name)
+    per_file = _recorded_rows_per_file(spark, settings, bronze_spec)
+    if per_file is None:
+        per_file = _rows_per_file(spark, settings, bronze_spec.name)
     if len(bronze_spec.all_flows()) > 1:  # the table's other flows' rows: another folder, or a Kafka message
         folder = os.path.dirname(canonical(str(landing_folder(settings, source) / "_")))
         per_file = {name: n for name, n in per_file.items() if os.path.dirname(name) == folder}
