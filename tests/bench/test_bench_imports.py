@@ -70,8 +70,9 @@ def test_the_quality_section_runs_on_a_tiny_input(fresh_settings) -> None:
     assert out["reconciliation_passed"] is True
     assert out["gx_suite_failed"] == ["newest event_time within 1 day"] and out["gx_expectations"] > 5
     assert out["silver_rows_written"] > 0 and out["checks_seconds"] > 0
-    assert out["increment"]["counted_since_last_pass"] and out["increment"]["passed"]
-    assert out["increment"]["gx_validated_appended_rows"] and out["increment"]["gx_equal_to_from_scratch"]
+    assert out["reconciliation_read_from_commits"] and out["reconciliation_deep_passed"]
+    assert out["increment"]["read_from_commits"] and out["increment"]["passed"]
+    assert out["increment"]["gx_proven_by_commits"] and out["increment"]["gx_equal_to_from_scratch"]
     assert set(out["targets"]) == {"gx_suite_within_10pct_of_silver", "checks_within_10pct_of_silver"}
 
 
