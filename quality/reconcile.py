@@ -139,7 +139,7 @@ def reconcile_pipeline(session: Session, settings: Settings, pipeline: Pipeline,
     counted_rows = latest is not None and latest.inputs.get("counted", "rows") == "rows"
     before = passed_counts(latest, inputs["rules"]) if counted_rows or not deep else None
     counts = (
-        (None if deep else ledger_counts(spark, settings, tables))
+        (None if deep else ledger_counts(spark, settings, tables, before))
         or (counts_since(spark, settings, tables, before) if before else None)
         or full_counts(spark, settings, tables)
     )

@@ -7,7 +7,9 @@ every row from commit metadata instead of scanning the tables again (`quality.pi
 
 from __future__ import annotations
 
+import operator
 from dataclasses import dataclass
+from functools import reduce
 from typing import ClassVar
 
 from pyspark.sql import Column, DataFrame, Row, Window
@@ -103,13 +105,20 @@ class ValidateDedupeSink(Sink):
             F.max(F.when(is_valid, F.unix_micros(self.time_column))).alias("hi"),
             *rule_failure_counts(self.rules),
             *counted,
+            F.sum((is_valid & reduce(operator.or_, [F.col(k).isNull() for k in self.keys])).cast("long")).alias(
+                "null_keys"
+            ),
         ).collect()[0]
 
     def held(self, stats: Row, expectations: tuple[Expectation, ...]) -> list[str]:
         """The fingerprints of the expectations every row this sink writes from a batch meets: those no valid
-        row failed (`stats`), and `unique` on the keys, which the first-copy-wins write makes hold."""
-        found = [fingerprint(e) for i, e in enumerate(expectations) if stats.asDict().get(f"expect:{i}") == 0]
-        return found + [fingerprint(e) for e in expectations if e.kind == "unique" and set(e.columns) == set(self.keys)]
+        row failed (`stats`), and `unique` on the keys, which the first-copy-wins write makes hold when no valid
+        row lacks a key part (a NULL part is never equal to a stored key, so such a key could be stored twice)."""
+        counts = stats.asDict()
+        found = [fingerprint(e) for i, e in enumerate(expectations) if counts.get(f"expect:{i}") == 0]
+        if not counts["null_keys"]:
+            found += [fingerprint(e) for e in expectations if e.kind == "unique" and set(e.columns) == set(self.keys)]
+        return found
 
     def failed_fail_rule(self, stats: Row) -> tuple[Rule, int] | None:
         """The first rule with action `fail` that some row failed, with its failure count."""

@@ -19,6 +19,7 @@ from quality.results import CheckResult, results_dir, save_result
 ECOMMERCE = load_registry(["pipelines.datasets.ecommerce"])
 CHAIN = Registry([ECOMMERCE.get("bronze.events"), ECOMMERCE.get("silver.events")])
 PIPELINE = pipelines_of(ECOMMERCE)[0]
+PIPELINE_TABLES = ("bronze.events", "silver.events", PIPELINE.sink.quarantine_table)
 INCREMENTAL = "counted the rows appended since the last reconciliation that passed"
 
 
@@ -113,3 +114,38 @@ def test_counts_since_the_last_pass_equal_a_full_count_and_catch_what_a_full_cou
     after = _reconcile(spark, s)
     assert not _incremental(after) and not after.passed
     assert f"missing event_id={lost}" in after.outcomes[3].samples
+
+
+def test_counts_read_from_the_commits_go_on_from_the_last_count_after_old_snapshots_are_expired(spark, fresh_settings):
+    s, fmt = fresh_settings, table_format(fresh_settings)
+    for seed, rows in ((35, 800), (37, 200)):  # two commits before the count: the older one will be expired
+        generate(s.landing, rows=rows, files=1, seed=seed)
+        run_pipeline(spark, s, CHAIN)
+    first = reconcile_pipeline(spark, s, PIPELINE)
+    assert first.passed and _read_from_commits(first)
+    save_result(s, first)
+
+    generate(s.landing, rows=300, files=1, seed=36)
+    sent = sorted((s.landing / "events").glob("*.json"))[0]
+    shutil.copy(sent, sent.with_name("resent.json"))  # duplicates and rejected records sent again
+    run_pipeline(spark, s, CHAIN)
+    # Every snapshot older than those the last count read is expired (as a retention in days would, in time).
+    counted_at = dict(zip(("bronze", "silver", "quarantine"), PIPELINE_TABLES, strict=True))
+    for key, name in counted_at.items():
+        kept = first.state[f"{key}_snapshot"]
+        committed = spark.sql(
+            f"SELECT committed_at FROM {fmt.qualified(name)}.snapshots WHERE snapshot_id = {kept}"
+        ).first()[0]
+        spark.sql(
+            f"CALL {s.catalog_name}.system.expire_snapshots(table => '{name}', "
+            f"older_than => TIMESTAMP '{committed}', retain_last => 1)"
+        )
+    silver_now = fmt.current_snapshot(spark, "silver.events").snapshot_id
+    assert fmt.appended_summaries(spark, "silver.events", None, silver_now) is None  # its first commit is gone
+
+    after = reconcile_pipeline(spark, s, PIPELINE)
+    counted = reconcile_pipeline(spark, s, PIPELINE, deep=True)
+    assert after.passed and _read_from_commits(after), [o.summary() for o in after.outcomes]
+    resent = len(sent.read_text().splitlines())
+    assert after.state["rows"] == counted.state["rows"] == first.state["rows"] + 300 + resent
+    assert _observed(after)[:3] == _observed(counted)[:3]
