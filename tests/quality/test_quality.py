@@ -252,6 +252,13 @@ def test_quality_report_is_written_from_the_persisted_results(spark, fresh_setti
     warn = next(r for r in load_results(s) if r.check == "expectations_warn")
     assert warn.outcomes[0].unexpected_count == 1 and warn.outcomes[0].samples == [5]
 
+    # `quality check --deep` reads every row; without it the reconciliation reads what the batches recorded.
+    for deep, from_commits in ((True, False), (False, True)):
+        check_tables(spark, s, ECOMMERCE, ["silver.events"], deep=deep)
+        reconciliation = next(r for r in load_results(s) if r.check == "reconciliation")
+        assert any("counted from the commits" in n for n in reconciliation.notes) is from_commits
+        assert reconciliation.inputs["counted"] == ("commits" if from_commits else "rows")
+
 
 @pytest.mark.slow
 def test_blocking_check_stops_downstream_and_warning_check_does_not(spark, fresh_settings):
