@@ -1,8 +1,8 @@
 """The validating sink: row rules split a batch into valid rows and quarantine, valid rows are deduplicated by key.
 
-Each commit it makes also records what its writer counted in the batch's one aggregation (`LEDGER` below, and the
-row expectations that held, `pipelines.spec.held`), in the same commit as the rows: a check can then account for
-every row from commit metadata instead of scanning the tables again (`quality.pipeline_ledger`).
+Each commit it makes also records what its writer counted in the batch's one aggregation (`ROWS_READ_PROPERTY`
+below, and the row expectations that held, `pipelines.spec.held`), in the same commit as the rows: a check can
+then account for every row from commit metadata instead of scanning the tables again (`quality.pipeline_ledger`).
 """
 
 from __future__ import annotations
