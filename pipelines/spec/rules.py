@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import operator
 import re
 from dataclasses import dataclass
 from datetime import date
+from functools import reduce
 from typing import Literal
 
 from pyspark.sql import Column, DataFrame
@@ -45,7 +47,11 @@ def _failed_names(rules: list[Rule]) -> Column:
     flags = [F.when(~r.passes(), F.lit(r.name)) for r in rules]
     # The NULLs (rules passed) taken out by a set difference, which Spark compiles; a `filter` lambda is evaluated
     # row by row by the interpreter (about a second per million rows). Rule names are unique, so nothing else goes.
-    return F.array_except(F.array(*flags), F.array(F.lit(None).cast("string")))
+    failed = F.array_except(F.array(*flags), F.array(F.lit(None).cast("string")))
+    # Most rows pass every rule: they get the empty array without building and diffing one per row (the set
+    # difference cost most of the rules' time, about 0.7 s per million rows).
+    passed = reduce(operator.and_, [r.passes() for r in rules])
+    return F.when(passed, F.array().cast("array<string>")).otherwise(failed)
 
 
 def _blocking(rules: tuple[Rule, ...]) -> list[Rule]:
