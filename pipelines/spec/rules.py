@@ -42,8 +42,9 @@ class Rule:
 
 
 def _failed_names(rules: list[Rule]) -> Column:
+    none = F.array().cast("array<string>")
     if not rules:
-        return F.array().cast("array<string>")
+        return none
     flags = [F.when(~r.passes(), F.lit(r.name)) for r in rules]
     # The NULLs (rules passed) taken out by a set difference, which Spark compiles; a `filter` lambda is evaluated
     # row by row by the interpreter (about a second per million rows). Rule names are unique, so nothing else goes.
@@ -51,7 +52,7 @@ def _failed_names(rules: list[Rule]) -> Column:
     # Most rows pass every rule: they get the empty array without building and diffing one per row (the set
     # difference cost most of the rules' time, about 0.7 s per million rows).
     passed = reduce(operator.and_, [r.passes() for r in rules])
-    return F.when(passed, F.array().cast("array<string>")).otherwise(failed)
+    return F.when(passed, none).otherwise(failed)
 
 
 def _blocking(rules: tuple[Rule, ...]) -> list[Rule]:
