@@ -12,6 +12,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from py4j.java_gateway import java_import
 from py4j.protocol import Py4JError
 from pyspark.errors import PySparkException
 from pyspark.sql import SparkSession
@@ -235,12 +236,21 @@ def get_spark(settings: Settings) -> SparkSession:
                 session.stop()
             raise error from None
         session.sparkContext.setLogLevel("ERROR")
+        for name in _SHORT_NAMED_CLASSES:
+            java_import(session.sparkContext._jvm, name)
         session.udf.registerJavaFunction(JSON_LINE_SHAPE_FUNCTION, JSON_LINE_SHAPE, IntegerType())
         session.udf.registerJavaFunction(JSON_RESCUED_FUNCTION, JSON_RESCUED, StringType())
         if not settings.local_master:
             _check_cluster(session, settings)
         _active = _Active(_engine(settings), session, {settings.catalog_name: catalog})
         return session
+
+
+# Classes PySpark names by their short name on each call (`sc._jvm.functions.col` for every `F.col`,
+# `sc._jvm.PythonUtils.toSeq`): py4j resolves a short name by trying it in the default package and under each of
+# PySpark's star imports in turn, each miss a lookup through all of the driver's ~255 jars; a single import is
+# found first (`F.col` 0.59 ms per call before, 0.19 ms after; ~650 such calls in one increment of the demo).
+_SHORT_NAMED_CLASSES = ("org.apache.spark.sql.functions", "org.apache.spark.api.python.PythonUtils")
 
 
 def _check_cluster(session: SparkSession, settings: Settings) -> None:
