@@ -12,7 +12,6 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from py4j.java_gateway import java_import
 from py4j.protocol import Py4JError
 from pyspark.errors import PySparkException
 from pyspark.sql import SparkSession
@@ -26,6 +25,7 @@ from infra.jars import DELTA_EXTENSION, ICEBERG_EXTENSION, JSON_LINE_SHAPE, JSON
 from infra.java import require_java
 from infra.settings import Settings
 from infra.spark_errors import start_failure
+from infra.spark_speed import import_short_named_classes, speed_conf
 
 _WORKER_WARNINGS = "ignore:The behavior of DataFrame concatenation with empty or all-NA entries:FutureWarning"
 _lock = threading.Lock()
@@ -161,21 +161,7 @@ def spark_conf(settings: Settings) -> dict[str, str]:
         # platform's own settings, which the read-only SQL server requires every client session to keep.
         "spark.sql.parquet.fieldId.read.enabled": "true",
         "spark.sql.parquet.fieldId.write.enabled": "true",
-        # A micro-batch is cached only for the few actions of one batch write; compressing the cache cost more
-        # than it saved (silver on 1 M rows: 22.5 s compressed, 15.8 s not; bench.pipeline stages).
-        "spark.sql.inMemoryColumnarStorage.compressed": "false",
-        # Spark keeps the last 100 classes it generated and compiled (one per whole-stage plan, projection,
-        # ordering); one increment through the demo's event tables needs about 145, so every run of a table
-        # compiled its plans again (146 compiles, 1.3-1.8 s of a ~10 s increment here). A whole demo run needs
-        # about 400 distinct classes; with room for 1000 the next run compiles only the plans whose literals
-        # changed (9 for the same increment). Metaspace stayed at 68 MB either way.
-        "spark.sql.codegen.cache.maxEntries": "1000",
-        # delta-spark rebuilds a table's state (log replay) in 50 tasks by default, cold in every new JVM and again
-        # after each commit, and a MERGE then writes a checksum (.crc) file by computing the state once more. On a
-        # Delta home's CDC table (165 changes, two MERGEs) that was 50 s of a first run; with the table's shuffle
-        # parallelism and no .crc (optional in the Delta protocol; delta-rs commits never write one) it is 31 s.
-        "spark.databricks.delta.snapshotPartitions": str(settings.shuffle_partitions),
-        "spark.databricks.delta.writeChecksumFile.enabled": "false",
+        **speed_conf(settings),
         # Tables are always catalog-qualified; nothing should land in a local Hive warehouse.
         "spark.sql.warehouse.dir": str(settings.home / "spark-warehouse"),
         DRIVER_JAVA_OPTIONS: _driver_java_options(settings, class_archive.use_options(settings)),
@@ -236,21 +222,13 @@ def get_spark(settings: Settings) -> SparkSession:
                 session.stop()
             raise error from None
         session.sparkContext.setLogLevel("ERROR")
-        for name in _SHORT_NAMED_CLASSES:
-            java_import(session.sparkContext._jvm, name)
+        import_short_named_classes(session)
         session.udf.registerJavaFunction(JSON_LINE_SHAPE_FUNCTION, JSON_LINE_SHAPE, IntegerType())
         session.udf.registerJavaFunction(JSON_RESCUED_FUNCTION, JSON_RESCUED, StringType())
         if not settings.local_master:
             _check_cluster(session, settings)
         _active = _Active(_engine(settings), session, {settings.catalog_name: catalog})
         return session
-
-
-# Classes PySpark names by their short name on each call (`sc._jvm.functions.col` for every `F.col`,
-# `sc._jvm.PythonUtils.toSeq`): py4j resolves a short name by trying it in the default package and under each of
-# PySpark's star imports in turn, each miss a lookup through all of the driver's ~255 jars; a single import is
-# found first (`F.col` 0.59 ms per call before, 0.19 ms after; ~650 such calls in one increment of the demo).
-_SHORT_NAMED_CLASSES = ("org.apache.spark.sql.functions", "org.apache.spark.api.python.PythonUtils")
 
 
 def _check_cluster(session: SparkSession, settings: Settings) -> None:
