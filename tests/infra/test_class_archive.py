@@ -16,6 +16,11 @@ from tests.support.repo import REPO
 
 
 def test_without_an_archive_the_jvm_starts_as_usual(base_settings, tmp_path):
+    # The jars (and their verification stamps) of the session's cache, linked, without its archives: an empty
+    # cache would fetch and compile every jar again before the options could be read.
+    for item in base_settings.jar_cache.iterdir():
+        if item.suffix != ".jsa":
+            (tmp_path / item.name).symlink_to(item)
     settings = replace(base_settings, jar_cache=tmp_path)
     assert class_archive.use_options(settings) == []
     options = spark_conf(settings)[DRIVER_JAVA_OPTIONS]
