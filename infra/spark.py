@@ -15,24 +15,20 @@ from pathlib import Path
 from py4j.protocol import Py4JError
 from pyspark.errors import PySparkException
 from pyspark.sql import SparkSession
-from pyspark.sql.types import IntegerType, StringType
 
 from infra import class_archive
 from infra.catalog import delta_catalog_conf, pyiceberg_catalog, spark_catalog_conf
 from infra.errors import ConfigError
 from infra.executors import executor_problem
-from infra.jars import DELTA_EXTENSION, ICEBERG_EXTENSION, JSON_LINE_SHAPE, JSON_RESCUED, spark_jars
+from infra.jars import DELTA_EXTENSION, ICEBERG_EXTENSION, spark_jars
 from infra.java import require_java
 from infra.settings import Settings
 from infra.spark_errors import start_failure
+from infra.spark_functions import register_functions
 from infra.spark_speed import import_short_named_classes, speed_conf
 
 _WORKER_WARNINGS = "ignore:The behavior of DataFrame concatenation with empty or all-NA entries:FutureWarning"
 _lock = threading.Lock()
-# The SQL names of `JSON_LINE_SHAPE` and `JSON_RESCUED` in every session this module builds (and the sessions
-# streaming queries clone).
-JSON_LINE_SHAPE_FUNCTION = "tributary_json_line_shape"
-JSON_RESCUED_FUNCTION = "tributary_json_rescued"
 
 
 @dataclass
@@ -223,8 +219,7 @@ def get_spark(settings: Settings) -> SparkSession:
             raise error from None
         session.sparkContext.setLogLevel("ERROR")
         import_short_named_classes(session)
-        session.udf.registerJavaFunction(JSON_LINE_SHAPE_FUNCTION, JSON_LINE_SHAPE, IntegerType())
-        session.udf.registerJavaFunction(JSON_RESCUED_FUNCTION, JSON_RESCUED, StringType())
+        register_functions(session)
         if not settings.local_master:
             _check_cluster(session, settings)
         _active = _Active(_engine(settings), session, {settings.catalog_name: catalog})

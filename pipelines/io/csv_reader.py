@@ -124,13 +124,13 @@ def read_layout(spark: SparkSession, source: FileSource, names: tuple[str, ...],
     options.update(header="true", enforceSchema="true", mode="PERMISSIVE", columnNameOfCorruptRecord=CORRUPT_COLUMN)
     read = spark.read.schema(schema).options(**options).csv(files)
     present = StructType([f for f in source.schema.fields if f.name in names])
-    values, inexact, _ = exact_values(present, named_column)
+    values, inexact, _ = exact_values(spark, present, named_column)
     corrupt = F.col(CORRUPT_COLUMN)
     extra = [n for n in names if n not in declared]
     # Every row's values in one projection Spark compiles (the functions below would keep it interpreted).
     typed = read.select(
         *[values.get(f.name, F.lit(None).cast(f.dataType)).alias(f.name) for f in source.schema.fields],
-        F.when(corrupt.isNotNull(), corrupt).when(inexact, F.lit(REPARSE_MARK)).alias(CORRUPT_COLUMN),
+        F.when(corrupt.isNull() & inexact, F.lit(REPARSE_MARK)).otherwise(corrupt).alias(CORRUPT_COLUMN),
         *[named_column(n).alias(f"_extra{i}") for i, n in enumerate(extra)],
         F.col("_metadata.file_path").alias("_source_file"),
     )

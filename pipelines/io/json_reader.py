@@ -92,20 +92,20 @@ def read_json_files(spark: SparkSession, source: FileSource, files: list[str]) -
     judged = read.select(
         "*", F.coalesce(broken, F.lit(False)).alias("_broken"), F.col("_metadata.file_path").alias("_source_file")
     )
-    values, inexact, widened = exact_values(source.schema, named_column)
+    values, inexact, widened = exact_values(spark, source.schema, named_column)
     wide_of = {name: f"_wide{i}" for i, name in enumerate(widened)}
     whole = ~F.col("_broken")
     # The wide decimals are kept beside their values: `_rescued_data` keeps the exact text of one that does not fit.
     typed = judged.select(
         *[F.when(whole, values[f.name]).alias(f.name) for f in source.schema.fields],
-        F.when(corrupt.isNotNull(), corrupt).when(inexact, F.lit(REPARSE_MARK)).alias(CORRUPT_COLUMN),
+        F.when(corrupt.isNull() & inexact, F.lit(REPARSE_MARK)).otherwise(corrupt).alias(CORRUPT_COLUMN),
         *[named_column(name).alias(wide) for name, wide in wide_of.items()],
         "_source_file",
         "_broken",
     )
     # Only for a record with a value that did not convert (rare): `_rescued_data`.
     malformed = F.col(CORRUPT_COLUMN).isNotNull() & whole
-    _, _, exact = exact_values(source.schema, lambda n: F.col(wide_of[n]) if n in wide_of else named_column(n))
+    _, _, exact = exact_values(spark, source.schema, lambda n: F.col(wide_of[n]) if n in wide_of else named_column(n))
     kept = {n: named_column(n) for n in source.schema.names}
     rescued = json_rescued(F.col(CORRUPT_COLUMN), source.schema.names, kept, exact)
     return typed.select(

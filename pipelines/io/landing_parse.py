@@ -199,7 +199,7 @@ def parse_json_lines(df: DataFrame, source: FileSource, keep_blank: bool = False
     line = F.col("_line")
     # A line that is not one JSON object in UTF-8 text is corrupt whole: it has no typed values.
     ok = F.col("_utf8") & (F.col("_shape") != NOT_ONE_OBJECT) & ~lone_surrogate(line)
-    values, inexact, exact_texts = exact_values(source.schema, lambda name: F.col(f"_typed.{name}"))
+    values, inexact, exact_texts = exact_values(df.sparkSession, source.schema, lambda name: F.col(f"_typed.{name}"))
     # A JSON object whose typed parse is corrupt has a value that did not convert.
     failed = F.col(f"_typed.{CORRUPT_COLUMN}").isNotNull() | inexact
     has_unknown = F.col("_shape") == UNDECLARED_KEY
@@ -253,7 +253,7 @@ def parse_csv_lines(df: DataFrame, source: FileSource, headers: CsvHeaders, keep
     for i, names in enumerate(headers.layouts):
         # Typed: corrupt when a cell does not convert or the cell count is wrong.
         present = StructType([f for f in source.schema.fields if f.name in names])
-        exact, inexact, _ = exact_values(present, lambda name, i=i: typed[i][name])
+        exact, inexact, _ = exact_values(df.sparkSession, present, lambda name, i=i: typed[i][name])
         for f in source.schema.fields:
             values[f.name].append(exact.get(f.name, F.lit(None).cast(f.dataType)))
         failed.append(typed[i][CORRUPT_COLUMN].isNotNull() | inexact)

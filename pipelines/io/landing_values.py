@@ -12,12 +12,12 @@ import json
 from collections.abc import Callable, Sequence
 from functools import reduce
 
-from pyspark.sql import Column
+from pyspark.sql import Column, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import DataType, DecimalType, StructField, StructType
 
 from infra.errors import ConfigError
-from infra.spark import JSON_LINE_SHAPE_FUNCTION, JSON_RESCUED_FUNCTION
+from infra.spark_functions import JSON_LINE_SHAPE_FUNCTION, JSON_RESCUED_FUNCTION, exact_decimal_function
 
 # StructField metadata of a decimal column whose landed values are rounded to its scale (`rounded`).
 ROUND_METADATA = "tributary.round"
@@ -63,12 +63,14 @@ def wide(schema: StructType) -> StructType:
 
 
 def exact_values(
-    schema: StructType, parsed: Callable[[str], Column]
+    session: SparkSession, schema: StructType, parsed: Callable[[str], Column]
 ) -> tuple[dict[str, Column], Column, dict[str, Column]]:
-    """Each field's value from its wide parse (`parsed(name)`, see `_wide_type`), NULL for a decimal that does
+    """Each field's value from its wide parse (`parsed(name)`, see `wide_type`), NULL for a decimal that does
     not fit its declared type exactly; a column TRUE when some decimal did not; and those decimals' exact text.
+    `session` is the one the columns are used in (the decimal test is a function registered there).
 
-    A decimal parse is exact up to 38 digits: digits beyond them are compared as zeros.
+    A decimal parse is exact up to 38 digits: digits beyond them are compared as zeros. The column TRUE for an
+    inexact decimal tests the value first, so Spark computes each value once where both are used.
     """
     values: dict[str, Column] = {}
     inexact: list[Column] = []
@@ -78,10 +80,9 @@ def exact_values(
         if wide_type(f) == f.dataType:
             values[f.name] = wide
             continue
-        narrow = wide.cast(f.dataType)  # rounds HALF_UP; NULL when rounding up overflows the precision
-        fits = F.coalesce(narrow == wide, F.lit(False))
-        values[f.name] = F.when(fits, narrow)
-        inexact.append(wide.isNotNull() & ~fits)
+        value = F.call_function(exact_decimal_function(session, f.dataType), wide, F.lit(f.dataType.scale))
+        values[f.name] = value
+        inexact.append(value.isNull() & wide.isNotNull())
         # The wide value without the zeros its scale padded it with: "10.5550000" -> "10.555".
         texts[f.name] = F.regexp_replace(F.regexp_replace(wide.cast("string"), r"(\.[0-9]*?)0+$", "$1"), r"\.$", "")
     return values, reduce(lambda a, b: a | b, inexact, F.lit(False)), texts

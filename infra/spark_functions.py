@@ -1,0 +1,27 @@
+"""Tributary's own SQL functions (Java classes in `infra/jvm`), registered in the sessions that use them."""
+
+from __future__ import annotations
+
+from pyspark.sql import SparkSession
+from pyspark.sql.types import DecimalType, IntegerType, StringType
+
+from infra.jars import EXACT_DECIMAL, JSON_LINE_SHAPE, JSON_RESCUED
+
+# Registered in every session `infra.spark` builds (and so in the sessions streaming queries clone from it).
+JSON_LINE_SHAPE_FUNCTION = "tributary_json_line_shape"
+JSON_RESCUED_FUNCTION = "tributary_json_rescued"
+
+
+def register_functions(session: SparkSession) -> None:
+    """Register the functions every session has."""
+    session.udf.registerJavaFunction(JSON_LINE_SHAPE_FUNCTION, JSON_LINE_SHAPE, IntegerType())
+    session.udf.registerJavaFunction(JSON_RESCUED_FUNCTION, JSON_RESCUED, StringType())
+
+
+def exact_decimal_function(session: SparkSession, decimal: DecimalType) -> str:
+    """The SQL name of `ExactDecimal` for `decimal` (its result type) in `session`, registered there on first use:
+    (wide value, scale) -> the value at `decimal`, NULL when that would drop a nonzero digit."""
+    name = f"tributary_exact_decimal_{decimal.precision}_{decimal.scale}"
+    if not session.catalog.functionExists(name):
+        session.udf.registerJavaFunction(name, EXACT_DECIMAL, decimal)
+    return name
