@@ -5,17 +5,19 @@ from __future__ import annotations
 from pyspark.sql import SparkSession
 from pyspark.sql.types import DecimalType, IntegerType, StringType
 
-from infra.jars import EXACT_DECIMAL, JSON_LINE_SHAPE, JSON_RESCUED
+from infra.jars import CSV_RESCUED, EXACT_DECIMAL, JSON_LINE_SHAPE, JSON_RESCUED
 
 # Registered in every session `infra.spark` builds (and so in the sessions streaming queries clone from it).
 JSON_LINE_SHAPE_FUNCTION = "tributary_json_line_shape"
 JSON_RESCUED_FUNCTION = "tributary_json_rescued"
+CSV_RESCUED_FUNCTION = "tributary_csv_rescued"
 
 
 def register_functions(session: SparkSession) -> None:
     """Register the functions every session has."""
     session.udf.registerJavaFunction(JSON_LINE_SHAPE_FUNCTION, JSON_LINE_SHAPE, IntegerType())
     session.udf.registerJavaFunction(JSON_RESCUED_FUNCTION, JSON_RESCUED, StringType())
+    session.udf.registerJavaFunction(CSV_RESCUED_FUNCTION, CSV_RESCUED, StringType())
 
 
 def exact_decimal_function(session: SparkSession, decimal: DecimalType) -> str:

@@ -35,10 +35,8 @@ from pipelines.io.landing_parse import (
     READER_ONLY_OPTIONS,
     RESCUED_COLUMN,
     CsvHeaders,
-    csv_ddl,
-    rescued_json,
 )
-from pipelines.io.landing_values import exact_values, named_column, wide_type
+from pipelines.io.landing_values import csv_rescued, exact_values, named_column, wide_type
 from pipelines.spec.sources import FileSource
 
 # `_corrupt_record` of a row whose decimal has more digits than its scale: never a landed line (no NUL byte passes
@@ -127,21 +125,18 @@ def read_layout(spark: SparkSession, source: FileSource, names: tuple[str, ...],
     values, inexact, _ = exact_values(spark, present, named_column)
     corrupt = F.col(CORRUPT_COLUMN)
     extra = [n for n in names if n not in declared]
-    # Every row's values in one projection Spark compiles (the functions below would keep it interpreted).
     typed = read.select(
         *[values.get(f.name, F.lit(None).cast(f.dataType)).alias(f.name) for f in source.schema.fields],
         F.when(corrupt.isNull() & inexact, F.lit(REPARSE_MARK)).otherwise(corrupt).alias(CORRUPT_COLUMN),
         *[named_column(n).alias(f"_extra{i}") for i, n in enumerate(extra)],
         F.col("_metadata.file_path").alias("_source_file"),
     )
-    # The text of every cell, only for a malformed record (rare): the values `_rescued_data` keeps.
+    # The text of every cell is parsed only for a malformed record (rare): the values `_rescued_data` keeps.
     text_options = {k: v for k, v in options.items() if k not in ("header", "enforceSchema")}
     malformed = F.col(CORRUPT_COLUMN).isNotNull()
-    raw = F.when(malformed, F.from_csv(F.col(CORRUPT_COLUMN), csv_ddl(names, declared, typed=False), text_options))
-    pairs = [x for i, n in enumerate(extra) for x in (F.lit(n), F.col(f"_extra{i}"))]
-    unknown = F.create_map(*pairs) if extra else None
     kept = {f.name: named_column(f.name) for f in present.fields}
-    rescued = rescued_json(present, kept, {n: raw[n] for n in names if n in declared}, unknown)
+    extras = [F.col(f"_extra{i}") for i in range(len(extra))]
+    rescued = csv_rescued(F.when(malformed, F.col(CORRUPT_COLUMN)), names, kept, extras, text_options)
     return typed.select(
         *[named_column(n) for n in source.schema.names],
         CORRUPT_COLUMN,

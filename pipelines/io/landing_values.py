@@ -17,7 +17,12 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import DataType, DecimalType, StructField, StructType
 
 from infra.errors import ConfigError
-from infra.spark_functions import JSON_LINE_SHAPE_FUNCTION, JSON_RESCUED_FUNCTION, exact_decimal_function
+from infra.spark_functions import (
+    CSV_RESCUED_FUNCTION,
+    JSON_LINE_SHAPE_FUNCTION,
+    JSON_RESCUED_FUNCTION,
+    exact_decimal_function,
+)
 
 # StructField metadata of a decimal column whose landed values are rounded to its scale (`rounded`).
 ROUND_METADATA = "tributary.round"
@@ -114,6 +119,24 @@ def json_rescued(line: Column, names: Sequence[str], values: dict[str, Column], 
     missing = F.concat(*[F.when(values[n].isNull(), F.lit("1")).otherwise(F.lit("0")) for n in names])
     texts = F.array(*[exact[n] if n in exact else F.lit(None).cast("string") for n in names])
     return F.call_function(JSON_RESCUED_FUNCTION, line, F.lit(json.dumps(list(names))), missing, texts)
+
+
+def csv_rescued(
+    line: Column, names: Sequence[str], values: dict[str, Column], extra: Sequence[Column], options: dict[str, str]
+) -> Column:
+    """`_rescued_data` of a record Spark's CSV reader read from a file whose header is `names`: an object of the
+    declared columns (`values`, schema order) whose value is NULL, with their text in the record's `line` (NULL
+    for a record that was not malformed: none), then of the undeclared columns with the reader's values (`extra`,
+    file order); NULL when empty.
+
+    One function in the JVM (infra/jvm `CsvRescued`) that evaluates Spark's own `from_csv(line, <all strings>,
+    options)` and writes the object as `to_json` writes a map: what those functions give, compiled with the rest
+    of the query (they would keep their whole projection interpreted).
+    """
+    layout = json.dumps({"names": list(names), "declared": list(values), "options": options})
+    missing = F.concat(F.lit(""), *[F.when(v.isNull(), F.lit("1")).otherwise(F.lit("0")) for v in values.values()])
+    extras = F.array(*extra) if extra else F.array().cast("array<string>")
+    return F.call_function(CSV_RESCUED_FUNCTION, line, F.lit(layout), missing, extras)
 
 
 # A `\uD800`-`\uDBFF` escape not followed by a `\uDC00`-`\uDFFF` one, or the latter not preceded by the former;
