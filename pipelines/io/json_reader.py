@@ -89,16 +89,23 @@ def read_json_files(spark: SparkSession, source: FileSource, files: list[str]) -
     # line parse; judged in its own projection, once per row and only for corrupt records.
     broken = corrupt.isNotNull() & (json_line_shape(corrupt, source.schema.names) == NOT_ONE_OBJECT)
     # (The file's path is taken here, next to the scan: taken above it, the scan would build all of `_metadata`.)
-    judged = read.select(
-        "*", F.coalesce(broken, F.lit(False)).alias("_broken"), F.col("_metadata.file_path").alias("_source_file")
-    )
     values, inexact, widened = exact_values(spark, source.schema, named_column)
+    # A decimal's exact value is taken here, where every row computes it once for both its column and the mark.
+    exact_of = {name: f"_exact{i}" for i, name in enumerate(widened)}
+    judged = read.select(
+        "*",
+        F.coalesce(broken, F.lit(False)).alias("_broken"),
+        F.col("_metadata.file_path").alias("_source_file"),
+        *[values[name].alias(column) for name, column in exact_of.items()],
+        inexact.alias("_inexact"),
+    )
+    values = {**values, **{name: F.col(column) for name, column in exact_of.items()}}
     wide_of = {name: f"_wide{i}" for i, name in enumerate(widened)}
     whole = ~F.col("_broken")
     # The wide decimals are kept beside their values: `_rescued_data` keeps the exact text of one that does not fit.
     typed = judged.select(
         *[F.when(whole, values[f.name]).alias(f.name) for f in source.schema.fields],
-        F.when(corrupt.isNull() & inexact, F.lit(REPARSE_MARK)).otherwise(corrupt).alias(CORRUPT_COLUMN),
+        F.when(corrupt.isNull() & F.col("_inexact"), F.lit(REPARSE_MARK)).otherwise(corrupt).alias(CORRUPT_COLUMN),
         *[named_column(name).alias(wide) for name, wide in wide_of.items()],
         "_source_file",
         "_broken",
