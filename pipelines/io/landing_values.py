@@ -112,7 +112,7 @@ def json_rescued(line: Column, names: Sequence[str], values: dict[str, Column], 
     """`_rescued_data` of a JSON `line`: an object of the declared fields whose typed value (`values`) is NULL, with
     their text (their `exact` text where given, else the line's), and of every undeclared key; NULL when empty.
 
-    One function in the JVM (infra/jvm `JsonRescued`, registered by `infra.spark`) that evaluates Spark's own
+    One function in the JVM (infra/jvm `JsonRescued`, registered by `infra.spark_functions`) that evaluates Spark's own
     `from_json(line, 'map<string,string>')` and writes the object as `to_json` does: the same result as those
     functions, but compiled with the rest of the query (they would keep their whole projection interpreted).
     """
