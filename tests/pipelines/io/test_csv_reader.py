@@ -149,6 +149,28 @@ def test_a_decimal_with_more_digits_than_its_scale_marks_its_row_for_a_second_pa
     assert marks == {"e1": REPARSE_MARK, "e2": None}
 
 
+def test_a_source_with_its_own_separator_and_quote_rescues_as_the_line_parse(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    # The rescue of a malformed record parses its line again, with the source's options (CsvRescued).
+    source = FileSource("things", "csv", SCHEMA, options=(("sep", ";"), ("quote", "'")))
+    files = {
+        "s.csv": (
+            b"id;qty;price;day;at;note\n"
+            b"'s;1';1;2.50;2026-01-02;2026-01-02 10:00:00;n1\n"
+            b"s2;two;'3.5x';2026-01-03;;'x;y'\n"  # qty and price do not convert
+            b"s3;3;1.00\n"  # too few cells
+        )
+    }
+    paths = land_files(tmp_path / "things", files)
+    by_reader = _by_reader(spark, source, paths, read=1)
+    expected = _rows(_line_parse(spark, source, paths))
+    assert _rows(by_reader) == expected
+    rescued = {r[0]: r[6] for r in expected}
+    assert rescued["s2"] == '{"qty":"two","price":"3.5x","note":"x;y"}'
+    assert rescued["s;1"] == '{"note":"n1"}'
+
+
 def test_options_the_reader_would_read_otherwise_keep_the_line_parse() -> None:
     assert reader_applies(FileSource("t", "csv", SCHEMA, options=(("sep", ";"), ("header", "true"))))
     assert not reader_applies(FileSource("t", "csv", SCHEMA, options=(("comment", "#"),)))
