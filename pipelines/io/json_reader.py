@@ -37,6 +37,7 @@ from pipelines.io.landing import read_as_pattern
 from pipelines.io.landing_parse import CORRUPT_COLUMN, RESCUED_COLUMN, with_corrupt
 from pipelines.io.landing_values import (
     NOT_ONE_OBJECT,
+    decimal_text,
     exact_values,
     json_line_shape,
     json_rescued,
@@ -112,7 +113,7 @@ def read_json_files(spark: SparkSession, source: FileSource, files: list[str]) -
     )
     # Only for a record with a value that did not convert (rare): `_rescued_data`.
     malformed = F.col(CORRUPT_COLUMN).isNotNull() & whole
-    _, _, exact = exact_values(spark, source.schema, lambda n: F.col(wide_of[n]) if n in wide_of else named_column(n))
+    exact = {name: decimal_text(F.col(column)) for name, column in wide_of.items()}
     kept = {n: named_column(n) for n in source.schema.names}
     rescued = json_rescued(F.col(CORRUPT_COLUMN), source.schema.names, kept, exact)
     return typed.select(

@@ -88,9 +88,18 @@ def exact_values(
         value = F.call_function(exact_decimal_function(session, f.dataType), wide, F.lit(f.dataType.scale))
         values[f.name] = value
         inexact.append(value.isNull() & wide.isNotNull())
-        # The wide value without the zeros its scale padded it with: "10.5550000" -> "10.555".
-        texts[f.name] = F.regexp_replace(F.regexp_replace(wide.cast("string"), r"(\.[0-9]*?)0+$", "$1"), r"\.$", "")
+        texts[f.name] = decimal_text(wide)
     return values, reduce(lambda a, b: a | b, inexact, F.lit(False)), texts
+
+
+def decimal_text(wide: Column) -> Column:
+    """A wide decimal's exact text, without the zeros its scale padded it with: "10.5550000" -> "10.555"."""
+    return F.regexp_replace(F.regexp_replace(wide.cast("string"), r"(\.[0-9]*?)0+$", "$1"), r"\.$", "")
+
+
+def missing_flags(values: Sequence[Column]) -> Column:
+    """One character per column: `1` when its value is NULL, else `0` (how the rescue functions are told)."""
+    return F.concat(F.lit(""), *[F.when(v.isNull(), F.lit("1")).otherwise(F.lit("0")) for v in values])
 
 
 # `json_line_shape` values, as `tributary.landing.JsonLineShape` (infra/jvm) returns them.
@@ -116,7 +125,7 @@ def json_rescued(line: Column, names: Sequence[str], values: dict[str, Column], 
     `from_json(line, 'map<string,string>')` and writes the object as `to_json` does: the same result as those
     functions, but compiled with the rest of the query (they would keep their whole projection interpreted).
     """
-    missing = F.concat(*[F.when(values[n].isNull(), F.lit("1")).otherwise(F.lit("0")) for n in names])
+    missing = missing_flags([values[n] for n in names])
     texts = F.array(*[exact[n] if n in exact else F.lit(None).cast("string") for n in names])
     return F.call_function(JSON_RESCUED_FUNCTION, line, F.lit(json.dumps(list(names))), missing, texts)
 
@@ -134,7 +143,7 @@ def csv_rescued(
     of the query (they would keep their whole projection interpreted).
     """
     layout = json.dumps({"names": list(names), "declared": list(values), "options": options})
-    missing = F.concat(F.lit(""), *[F.when(v.isNull(), F.lit("1")).otherwise(F.lit("0")) for v in values.values()])
+    missing = missing_flags(list(values.values()))
     extras = F.array(*extra) if extra else F.array().cast("array<string>")
     return F.call_function(CSV_RESCUED_FUNCTION, line, F.lit(layout), missing, extras)
 
