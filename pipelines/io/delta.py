@@ -159,6 +159,10 @@ class DeltaFormat:
         pq.write_table(pa.Table.from_pylist(list(rows), pa.schema(self.delta_table(name).schema().to_arrow())), file)
         return self._commit(name, [(file, len(rows))], writer, batch_id)
 
+    def read_rows(self, name: str, columns: Sequence[str]) -> list[dict[str, object]]:
+        """delta-rs reads the current version's files (no Spark job)."""
+        return self.delta_table(name).to_pyarrow_table(columns=list(columns)).to_pylist()
+
     def stage_append(self, df: DataFrame, name: str, writer: str, batch_id: int) -> Staged:
         """Write the batch's files under the staging folder, not yet part of any version."""
         _, files = self._write_files(df, name)

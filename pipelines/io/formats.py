@@ -110,6 +110,9 @@ class TableFormats:
     def append_rows(self, name: str, rows: Sequence[Mapping[str, object]], writer: str, batch_id: int) -> int:
         return self.adapter(name).append_rows(name, rows, writer, batch_id)
 
+    def read_rows(self, name: str, columns: Sequence[str]) -> list[dict[str, object]]:
+        return self.adapter(name).read_rows(name, columns)
+
     def latest_properties(self, spark: SparkSession | None, name: str, key: str) -> dict[str, str] | None:
         return self.adapter(name).latest_properties(spark, name, key)
 

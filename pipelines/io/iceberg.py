@@ -28,7 +28,7 @@ from pipelines.io.iceberg_history import (
     appended_since,
     table_uuid,
 )
-from pipelines.io.iceberg_rows import append_rows
+from pipelines.io.iceberg_rows import append_rows, read_rows
 from pipelines.io.partition_grain import chosen_partitions, table_grain, widened
 from pipelines.spec.tables import OutputTable
 
@@ -108,6 +108,10 @@ class IcebergFormat:
     def append_rows(self, name: str, rows: Sequence[Mapping[str, object]], writer: str, batch_id: int) -> int:
         """pyiceberg commits the rows, with the snapshot summary of `append` (`iceberg_rows`)."""
         return append_rows(self.settings, name, rows, {WRITER_PROPERTY: writer, BATCH_PROPERTY: str(batch_id)})
+
+    def read_rows(self, name: str, columns: Sequence[str]) -> list[dict[str, object]]:
+        """pyiceberg scans the current snapshot (`iceberg_rows`)."""
+        return read_rows(self.settings, name, columns)
 
     def stage_append(self, df: DataFrame, name: str, writer: str, batch_id: int) -> Staged:
         """Iceberg write-audit-publish: the append is committed as a snapshot off the main branch (`spark.wap.id`),

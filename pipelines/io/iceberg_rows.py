@@ -1,4 +1,5 @@
-"""Iceberg appends of a few rows the driver holds, committed by pyiceberg: no Spark job, no JVM.
+"""Iceberg appends of a few rows the driver holds, committed by pyiceberg, and reads of small tables: no Spark job,
+no JVM.
 
 A Spark append of the three rows of a batch's file health costs about half a second (a job, a task, the commit
 through the JVM); pyiceberg writes the Parquet file and commits in a few tens of milliseconds. Both commit through
@@ -24,3 +25,9 @@ def append_rows(settings: Settings, name: str, rows: Sequence[Mapping[str, objec
     table = pyiceberg_catalog(settings).load_table(name)
     table.append(pa.Table.from_pylist(list(rows), schema=table.schema().as_arrow()), snapshot_properties=dict(summary))
     return len(rows)
+
+
+def read_rows(settings: Settings, name: str, columns: Sequence[str]) -> list[dict[str, object]]:
+    """The rows of table `name`'s current snapshot, `columns` only, scanned by pyiceberg (delete files applied)."""
+    table = pyiceberg_catalog(settings).load_table(name)
+    return table.scan(selected_fields=tuple(columns)).to_arrow().to_pylist()

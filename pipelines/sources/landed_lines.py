@@ -97,15 +97,16 @@ def _recorded_rows_per_file(spark: SparkSession, settings: Settings, spec: Table
     in the batch that read it), when the table has one flow and they add up to its rows; else None.
 
     Both are exactly-once appends of the same batch, but in two commits: a kill between them leaves a file
-    recorded whose rows are not in the table yet, which the total shows (and the rows are then counted)."""
+    recorded whose rows are not in the table yet, which the total shows (and the rows are then counted). The
+    health rows are read from Python (`TableFormat.read_rows`): a Spark job here cost most of a reconciliation."""
     fmt = table_format(settings)
     if spec.files_table is None or len(spec.all_flows()) > 1 or not fmt.exists(spark, spec.files_table):
         return None
-    recorded = fmt.read(spark, spec.files_table).filter(F.col("status") != ACKNOWLEDGED)
     per_file: dict[str, int] = {}
-    for r in recorded.groupBy("file").agg(F.sum("rows").alias("n")).collect():
-        name = canonical(r["file"])
-        per_file[name] = per_file.get(name, 0) + int(r["n"] or 0)
+    for r in fmt.read_rows(spec.files_table, ("file", "rows", "status")):
+        if r["status"] is not None and r["status"] != ACKNOWLEDGED:
+            name = canonical(str(r["file"]))
+            per_file[name] = per_file.get(name, 0) + int(r["rows"] or 0)
     return per_file if sum(per_file.values()) == fmt.stats(spark, spec.name).rows else None
 
 

@@ -1,5 +1,5 @@
 """Rows the driver holds (per-file health) appended without a Spark job: one tagged commit per call, in both
-formats, and writers racing on one Iceberg table all land."""
+formats, and writers racing on one Iceberg table all land; and small tables read back without one."""
 
 from __future__ import annotations
 
@@ -76,3 +76,33 @@ def test_delta_rows_commit_one_version_with_the_batch_as_app_transaction(tmp_pat
     assert table.version() == 1
     assert pa.table(table.to_pyarrow_table()).to_pylist() == [{"file": "a", "rows": 3, "recorded_at": NOW}]
     assert not any((path / "_staging").rglob("*.parquet"))  # the written file moved into the table
+
+
+def test_iceberg_rows_read_back_as_of_the_current_snapshot_with_deletes_applied(tmp_path):
+    settings = make_settings(tmp_path)
+    catalog = pyiceberg_catalog(settings)
+    catalog.create_namespace_if_not_exists("bronze")
+    catalog.create_table("bronze.r_files", schema=SCHEMA)
+    fmt = IcebergFormat(settings)
+    fmt.append_rows("bronze.r_files", [{"file": "a", "rows": 3, "recorded_at": NOW}], "w1", 0)
+    fmt.append_rows("bronze.r_files", [{"file": "b", "rows": 5, "recorded_at": NOW}], "w1", 1)
+    assert sorted(fmt.read_rows("bronze.r_files", ("rows", "file")), key=str) == [
+        {"rows": 3, "file": "a"},
+        {"rows": 5, "file": "b"},
+    ]
+    catalog.load_table("bronze.r_files").delete("file = 'a'")
+    assert fmt.read_rows("bronze.r_files", ("file",)) == [{"file": "b"}]
+
+
+def test_delta_rows_read_back_from_the_current_version(tmp_path):
+    settings = make_settings(tmp_path)
+    fmt = DeltaFormat(settings)
+    path = fmt.location("bronze.r_files")
+    path.mkdir(parents=True)
+    DeltaTable.create(str(path), schema=SCHEMA)
+    fmt.append_rows("bronze.r_files", [{"file": "a", "rows": 3, "recorded_at": NOW}], "w1", 0)
+    fmt.append_rows("bronze.r_files", [{"file": "b", "rows": None, "recorded_at": NOW}], "w1", 1)
+    assert sorted(fmt.read_rows("bronze.r_files", ("file", "rows")), key=str) == [
+        {"file": "a", "rows": 3},
+        {"file": "b", "rows": None},
+    ]
