@@ -19,12 +19,26 @@ SCHEMA = pa.schema([("file", pa.string()), ("rows", pa.int64()), ("recorded_at",
 NOW = datetime(2026, 11, 28, 8, 0, tzinfo=UTC)
 
 
-def test_iceberg_rows_commit_once_per_call_tagged_with_writer_and_batch(tmp_path):
+def _iceberg_files_table(tmp_path, name: str):
+    """A new Iceberg table of `SCHEMA` in a fresh home: (its format, the pyiceberg catalog)."""
     settings = make_settings(tmp_path)
     catalog = pyiceberg_catalog(settings)
     catalog.create_namespace_if_not_exists("bronze")
-    catalog.create_table("bronze.t_files", schema=SCHEMA)
-    fmt = IcebergFormat(settings)
+    catalog.create_table(name, schema=SCHEMA)
+    return IcebergFormat(settings), catalog
+
+
+def _delta_files_table(tmp_path, name: str):
+    """A new Delta table of `SCHEMA` in a fresh home: (its format, its folder)."""
+    fmt = DeltaFormat(make_settings(tmp_path))
+    path = fmt.location(name)
+    path.mkdir(parents=True)
+    DeltaTable.create(str(path), schema=SCHEMA)
+    return fmt, path
+
+
+def test_iceberg_rows_commit_once_per_call_tagged_with_writer_and_batch(tmp_path):
+    fmt, catalog = _iceberg_files_table(tmp_path, "bronze.t_files")
     assert fmt.append_rows("bronze.t_files", [{"file": "a", "rows": 3, "recorded_at": NOW}], "w1", 0) == 1
     assert fmt.append_rows("bronze.t_files", [{"file": "b", "rows": None, "recorded_at": NOW}] * 2, "w1", 1) == 2
     table = catalog.load_table("bronze.t_files")
@@ -40,11 +54,7 @@ def test_iceberg_rows_commit_once_per_call_tagged_with_writer_and_batch(tmp_path
 
 def test_iceberg_writers_racing_on_one_table_all_land(tmp_path):
     """A commit that loses the catalog's compare-and-swap is tried again (by pyiceberg): every writer lands."""
-    settings = make_settings(tmp_path)
-    catalog = pyiceberg_catalog(settings)
-    catalog.create_namespace_if_not_exists("bronze")
-    catalog.create_table("bronze.race_files", schema=SCHEMA)
-    fmt, start, errors = IcebergFormat(settings), threading.Barrier(3), []
+    (fmt, catalog), start, errors = _iceberg_files_table(tmp_path, "bronze.race_files"), threading.Barrier(3), []
 
     def write(batch: int) -> None:
         start.wait()
@@ -65,11 +75,7 @@ def test_iceberg_writers_racing_on_one_table_all_land(tmp_path):
 
 
 def test_delta_rows_commit_one_version_with_the_batch_as_app_transaction(tmp_path):
-    settings = make_settings(tmp_path)
-    fmt = DeltaFormat(settings)
-    path = fmt.location("bronze.t_files")
-    path.mkdir(parents=True)
-    DeltaTable.create(str(path), schema=SCHEMA)
+    fmt, path = _delta_files_table(tmp_path, "bronze.t_files")
     assert fmt.append_rows("bronze.t_files", [{"file": "a", "rows": 3, "recorded_at": NOW}], "w1", 4) == 1
     assert fmt.committed_batches(None, "bronze.t_files", "w1", 4) == {4}  # type: ignore[arg-type]
     table = DeltaTable(str(path))
@@ -79,11 +85,7 @@ def test_delta_rows_commit_one_version_with_the_batch_as_app_transaction(tmp_pat
 
 
 def test_iceberg_rows_read_back_as_of_the_current_snapshot_with_deletes_applied(tmp_path):
-    settings = make_settings(tmp_path)
-    catalog = pyiceberg_catalog(settings)
-    catalog.create_namespace_if_not_exists("bronze")
-    catalog.create_table("bronze.r_files", schema=SCHEMA)
-    fmt = IcebergFormat(settings)
+    fmt, catalog = _iceberg_files_table(tmp_path, "bronze.r_files")
     fmt.append_rows("bronze.r_files", [{"file": "a", "rows": 3, "recorded_at": NOW}], "w1", 0)
     fmt.append_rows("bronze.r_files", [{"file": "b", "rows": 5, "recorded_at": NOW}], "w1", 1)
     assert sorted(fmt.read_rows("bronze.r_files", ("rows", "file")), key=str) == [
@@ -95,11 +97,7 @@ def test_iceberg_rows_read_back_as_of_the_current_snapshot_with_deletes_applied(
 
 
 def test_delta_rows_read_back_from_the_current_version(tmp_path):
-    settings = make_settings(tmp_path)
-    fmt = DeltaFormat(settings)
-    path = fmt.location("bronze.r_files")
-    path.mkdir(parents=True)
-    DeltaTable.create(str(path), schema=SCHEMA)
+    fmt, _ = _delta_files_table(tmp_path, "bronze.r_files")
     fmt.append_rows("bronze.r_files", [{"file": "a", "rows": 3, "recorded_at": NOW}], "w1", 0)
     fmt.append_rows("bronze.r_files", [{"file": "b", "rows": None, "recorded_at": NOW}], "w1", 1)
     assert sorted(fmt.read_rows("bronze.r_files", ("file", "rows")), key=str) == [
