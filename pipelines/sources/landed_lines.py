@@ -17,7 +17,7 @@ from infra.settings import Settings
 from pipelines.io.archive import received_files
 from pipelines.io.checkpoints import committed_files
 from pipelines.io.formats import table_format
-from pipelines.io.landing import is_blank, landed_lines, landing_folder
+from pipelines.io.landing import count_records, landing_folder
 from pipelines.sources.base import Accounting, flow_checkpoint
 from pipelines.sources.file_health import ACKNOWLEDGED
 from pipelines.spec.sources import FileSource
@@ -32,7 +32,7 @@ def _lines(path: Path, source: FileSource) -> int:
     if source.format == "parquet":
         return pq.read_metadata(path).num_rows
     with open_landed(path) as fh:
-        count = sum(1 for line in landed_lines(fh) if not is_blank(line))
+        count = count_records(fh)
     return max(count - 1, 0) if source.format == "csv" else count
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 from decimal import Decimal
 from pathlib import Path
 
@@ -17,7 +18,7 @@ from pyspark.sql import SparkSession
 
 from infra.errors import PipelineError
 from infra.settings import Settings
-from pipelines.io.landing import is_blank, landed_lines
+from pipelines.io.landing import count_records, is_blank, landed_lines
 from pipelines.run.runner import run_table
 from pipelines.sources.report import RunReport
 from quality.reconcile import Pipeline, reconcile_pipeline
@@ -88,6 +89,16 @@ def test_line_ends_split_at_lf_crlf_and_lone_cr() -> None:
     text = b"a\nb\r\nc\rd\r\r\ne"
     assert [line for line in landed_lines(_Chunks(text, 1)) if not is_blank(line)] == [b"a", b"b", b"c", b"d", b"e"]
     assert list(landed_lines(_Chunks(b"x\r\n", 2))) == [b"x"]
+
+
+def test_counted_records_equal_the_non_blank_lines_for_any_bytes_and_reads() -> None:
+    pieces = [b"a", b"{}", b" ", b"\t", b"\x0b", b"\n", b"\r", b"\r\n", b"\xef\xbb\xbf", b"\xef\xbc\x81", b"\x00"]
+    rnd = random.Random(7)
+    for _ in range(400):
+        data = b"".join(rnd.choice(pieces) for _ in range(rnd.randrange(0, 30)))
+        expected = sum(1 for line in landed_lines(_Chunks(data, 1 << 20)) if not is_blank(line))
+        for size in (1, 2, 3, 1 << 20):
+            assert count_records(_Chunks(data, size)) == expected, (data, size)
 
 
 class _Chunks:
