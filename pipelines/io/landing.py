@@ -85,18 +85,25 @@ def unread_subfolders(folder: Path) -> list[str]:
     return sorted(e.name for e in subfolders if any(p.is_file() for p in Path(e.path).rglob("*")))
 
 
-def landed_lines(fh: IO[bytes]) -> Iterator[bytes]:
-    """The lines of a landed text file as Spark's text reader splits them: at `\n`, `\r\n` and a lone `\r`,
-    without their line ends."""
+def _line_reads(fh: IO[bytes]) -> Iterator[list[bytes]]:
+    """The lines of a landed text file with their line ends, split as Spark's text reader splits them (at `\n`,
+    `\r\n` and a lone `\r`): one list per read of the file, every byte in exactly one line."""
     rest = b""
     while chunk := fh.read(1 << 20):
         parts = (rest + chunk).splitlines(keepends=True)  # bytes split at exactly \n, \r\n and \r
         # The last part may go on in the next read (a `\r` may be the first half of `\r\n`).
         rest = parts.pop() if parts and not parts[-1].endswith(b"\n") else b""
+        yield parts
+    if rest:
+        yield [rest]
+
+
+def landed_lines(fh: IO[bytes]) -> Iterator[bytes]:
+    """The lines of a landed text file as Spark's text reader splits them: at `\n`, `\r\n` and a lone `\r`,
+    without their line ends."""
+    for parts in _line_reads(fh):
         for part in parts:
             yield part.rstrip(b"\r\n")
-    if rest:
-        yield rest.rstrip(b"\r")
 
 
 # The first bytes a blank line can start with: ASCII white space, a line end, or a byte-order mark's first byte.
@@ -105,15 +112,11 @@ _BLANK_START = frozenset(b" \t\n\r\x0b\x0c" + _UTF8_BOM[:1])
 
 def count_records(fh: IO[bytes]) -> int:
     """The non-blank lines of a landed text file (`landed_lines` without the lines `is_blank` judges blank),
-    counted per chunk at C speed: only a line starting with a byte a blank line can start with is looked at."""
-    count, rest = 0, b""
-    while chunk := fh.read(1 << 22):
-        parts = (rest + chunk).splitlines(keepends=True)  # bytes split at exactly \n, \r\n and \r
-        # The last part may go on in the next read (a `\r` may be the first half of `\r\n`).
-        rest = parts.pop() if parts and not parts[-1].endswith(b"\n") else b""
-        # (`is_blank` of a line with its line end: `strip` removes line ends too.)
-        count += len(parts) - sum(1 for part in parts if part[0] in _BLANK_START and is_blank(part))
-    return count + (1 if rest and not is_blank(rest) else 0)
+    counted per read at C speed: only a line starting with a byte a blank line can start with is looked at
+    (`is_blank` of a line with its line end: `strip` removes line ends too)."""
+    return sum(
+        len(parts) - sum(1 for part in parts if part[0] in _BLANK_START and is_blank(part)) for parts in _line_reads(fh)
+    )
 
 
 def is_blank(line: bytes) -> bool:
