@@ -27,6 +27,9 @@ os.environ.setdefault("TRIBUTARY_SHUFFLE_PARTITIONS", "2")
 os.environ.setdefault("TRIBUTARY_HOME", str(REPO / ".tributary"))
 os.environ.setdefault("DAGSTER_HOME", os.path.join(os.environ["TRIBUTARY_HOME"], "dagster"))
 os.makedirs(os.environ["DAGSTER_HOME"], exist_ok=True)
+# One schema cache for every home the tests make (its entries are keyed by all a schema depends on): loading the
+# definitions in a new home (each CLI and Dagster process) infers only what no test inferred before, without a JVM.
+os.environ.setdefault("TRIBUTARY_SCHEMA_CACHE", os.path.join(os.environ["TRIBUTARY_HOME"], "cache", "schemas"))
 os.environ.pop("TRIBUTARY_DATASETS", None)
 
 

@@ -217,9 +217,9 @@ def _files_digest(folder: Path) -> str:
 
 
 def _cache_file(key: str) -> Path:
-    from infra.settings import Settings
+    from infra.settings import schema_cache_folder
 
-    return Settings.from_env().home / "cache" / "schemas" / f"{key}.json"
+    return schema_cache_folder() / f"{key}.json"
 
 
 def _cached(key: str | None) -> StructType | None:

@@ -1,4 +1,5 @@
-"""Inferred schemas are cached per home, and inferred again when the function's file changes."""
+"""Inferred schemas are cached (per home, or in one folder homes share), and inferred again when the function's
+file changes."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from infra.errors import ConfigError
+from infra.settings import schema_cache_folder
 from pipelines.authoring.declarations import DECLARED
 from pipelines.authoring.load import load_registry
 from tests.support.packages import write_package
@@ -49,6 +52,7 @@ def test_schemas_are_cached_and_inferred_again_after_a_change(
 ) -> None:
     home = tmp_path / "home"
     monkeypatch.setenv("TRIBUTARY_HOME", str(home))
+    monkeypatch.delenv("TRIBUTARY_SCHEMA_CACHE", raising=False)  # the default: under the home
     package = f"schema_cache_{next(_names)}"
     write_package(tmp_path / "src", package, {"tables.py": TABLES.replace("{p}", package)})
 
@@ -69,3 +73,26 @@ def test_schemas_are_cached_and_inferred_again_after_a_change(
     _forget(package)
     columns = _columns(package, f"silver.{package}_labelled")
     assert "TAG" in columns and "LABEL" not in columns
+
+
+def test_homes_given_one_schema_cache_share_it(spark, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    shared = tmp_path / "shared-cache"
+    monkeypatch.setenv("TRIBUTARY_SCHEMA_CACHE", str(shared))
+    package = f"schema_cache_{next(_names)}"
+    write_package(tmp_path / "src", package, {"tables.py": TABLES.replace("{p}", package)})
+    monkeypatch.setenv("TRIBUTARY_HOME", str(tmp_path / "first"))
+    assert "doubled" in _columns(package, f"silver.{package}_doubled")
+    cached = {p.name: p.stat().st_mtime_ns for p in shared.iterdir()}
+    assert len(cached) == 3 and not (tmp_path / "first" / "cache").exists()
+
+    # Another home loads the same declarations from the shared folder: nothing inferred, nothing written.
+    _forget(package)
+    monkeypatch.setenv("TRIBUTARY_HOME", str(tmp_path / "second"))
+    assert "LABEL" in _columns(package, f"silver.{package}_labelled")
+    assert {p.name: p.stat().st_mtime_ns for p in shared.iterdir()} == cached
+
+
+def test_a_schema_cache_in_a_bucket_is_refused_with_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TRIBUTARY_SCHEMA_CACHE", "s3a://bucket/schemas")
+    with pytest.raises(ConfigError, match=r"^TRIBUTARY_SCHEMA_CACHE='s3a://bucket/schemas': only the warehouse"):
+        schema_cache_folder()
