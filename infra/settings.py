@@ -131,16 +131,6 @@ def dataset_modules_setting() -> tuple[str, ...]:
     return names
 
 
-def schema_cache_folder() -> Path:
-    """The folder of the inferred-schema cache (`pipelines.authoring.schemas`): `TRIBUTARY_SCHEMA_CACHE`, or
-    `<home>/cache/schemas`. Its entries are keyed by everything a schema depends on, so homes can share one."""
-    given = _env("SCHEMA_CACHE")
-    refuse_object_url(PREFIX + "SCHEMA_CACHE", given)
-    if given:
-        return Path(given).expanduser().resolve()
-    return Path(_env("HOME", ".tributary")).expanduser().resolve() / "cache" / "schemas"
-
-
 @dataclass(frozen=True)
 class Settings:
     """Where data lives and how Spark and the catalog are reached."""

@@ -14,6 +14,7 @@ import dataclasses
 import hashlib
 import inspect
 import json
+import os
 import re
 import shutil
 import tempfile
@@ -27,6 +28,7 @@ from pyspark.sql.types import StructType
 
 from infra.errors import ConfigError, first_line
 from infra.files import write_atomically
+from infra.object_store import refuse_object_url
 from pipelines.authoring.declarations import Declaration, DeclarationError
 from pipelines.sources.kinds import lineage_of
 
@@ -216,9 +218,17 @@ def _files_digest(folder: Path) -> str:
     return digest.hexdigest()
 
 
-def _cache_file(key: str) -> Path:
-    from infra.settings import schema_cache_folder
+def schema_cache_folder() -> Path:
+    """The folder of the inferred-schema cache: `TRIBUTARY_SCHEMA_CACHE`, or `<home>/cache/schemas`. Its entries
+    are keyed by everything a schema depends on (`cache_key`), so homes can share one."""
+    given = os.environ.get("TRIBUTARY_SCHEMA_CACHE") or None
+    refuse_object_url("TRIBUTARY_SCHEMA_CACHE", given)
+    if given:
+        return Path(given).expanduser().resolve()
+    return Path(os.environ.get("TRIBUTARY_HOME") or ".tributary").expanduser().resolve() / "cache" / "schemas"
 
+
+def _cache_file(key: str) -> Path:
     return schema_cache_folder() / f"{key}.json"
 
 

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from infra.errors import ConfigError
-from infra.settings import schema_cache_folder
 from pipelines.authoring.declarations import DECLARED
 from pipelines.authoring.load import load_registry
+from pipelines.authoring.schemas import schema_cache_folder
 from tests.support.packages import write_package
 
 _names = itertools.count()
