@@ -225,7 +225,9 @@ def schema_cache_folder() -> Path:
     refuse_object_url("TRIBUTARY_SCHEMA_CACHE", given)
     if given:
         return Path(given).expanduser().resolve()
-    return Path(os.environ.get("TRIBUTARY_HOME") or ".tributary").expanduser().resolve() / "cache" / "schemas"
+    from infra.settings import Settings
+
+    return Settings.from_env().home / "cache" / "schemas"
 
 
 def _cache_file(key: str) -> Path:
