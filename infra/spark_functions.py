@@ -5,7 +5,7 @@ from __future__ import annotations
 from pyspark.sql import SparkSession
 from pyspark.sql.types import DecimalType, IntegerType, StringType
 
-from infra.jars import CSV_RESCUED, EXACT_DECIMAL, JSON_LINE_SHAPE, JSON_RESCUED
+from infra.jars import CSV_DECIMAL, CSV_RESCUED, EXACT_DECIMAL, JSON_LINE_SHAPE, JSON_RESCUED
 
 # Registered in every session `infra.spark` builds (and so in the sessions streaming queries clone from it).
 JSON_LINE_SHAPE_FUNCTION = "tributary_json_line_shape"
@@ -26,4 +26,13 @@ def exact_decimal_function(session: SparkSession, decimal: DecimalType) -> str:
     name = f"tributary_exact_decimal_{decimal.precision}_{decimal.scale}"
     if not session.catalog.functionExists(name):
         session.udf.registerJavaFunction(name, EXACT_DECIMAL, decimal)
+    return name
+
+
+def csv_decimal_function(session: SparkSession, decimal: DecimalType) -> str:
+    """The SQL name of `CsvDecimal` for `decimal` (its result type) in `session`, registered there on first use:
+    (CSV cell text, precision, scale) -> the value as Spark's CSV parser reads it, NULL unless that is exact."""
+    name = f"tributary_csv_decimal_{decimal.precision}_{decimal.scale}"
+    if not session.catalog.functionExists(name):
+        session.udf.registerJavaFunction(name, CSV_DECIMAL, decimal)
     return name

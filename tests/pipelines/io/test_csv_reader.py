@@ -149,6 +149,23 @@ def test_a_decimal_with_more_digits_than_its_scale_marks_its_row_for_a_second_pa
     assert marks == {"e1": REPARSE_MARK, "e2": None}
 
 
+def test_decimal_cells_are_read_as_spark_reads_them_or_marked_for_a_second_parse(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    # Decimal cells are read as text and converted in the JVM (CsvDecimal): a value it gives is the line parse's,
+    # anything else is marked, never rounded or dropped.
+    read = {"d1": '"1,234.50"', "d2": "+1.5", "d3": "1e2", "d4": ".5", "d5": "-0", "d6": "007.10", "d7": "1.50000"}
+    marked = {"m1": "1.005", "m2": "abc", "m3": "1e400", "m4": "1234567.00", "m5": " 1.5", "m6": "1e-400"}
+    body = "id,qty,price,day,at\n" + "".join(f"{k},1,{v},,\n" for k, v in {**read, **marked}.items())
+    paths = land_files(tmp_path / "things", {"d.csv": body.encode()})
+    by_reader = {r.id: (r.price, r[CORRUPT_COLUMN]) for r in _by_reader(spark, SOURCE, paths, read=1).collect()}
+    line_parse = {r.id: (r.price, r[CORRUPT_COLUMN]) for r in _line_parse(spark, SOURCE, paths).collect()}
+    assert {k: by_reader[k] for k in read} == {k: line_parse[k] for k in read}
+    assert str(by_reader["d1"][0]) == "1234.50" and str(by_reader["d3"][0]) == "100.00"
+    assert {k: by_reader[k] for k in marked} == {k: (None, REPARSE_MARK) for k in marked}
+    assert all(line_parse[k][0] is None for k in ("m1", "m2", "m3", "m4", "m5"))
+
+
 def test_a_source_with_its_own_separator_and_quote_rescues_as_the_line_parse(
     spark: SparkSession, tmp_path: Path
 ) -> None:
