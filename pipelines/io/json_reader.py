@@ -15,35 +15,28 @@ files in parallel):
   as the line parse does), and a line whose keys are not all declared (the line parse keeps them in
   `_rescued_data`);
 - an escape of half a UTF-16 surrogate pair (the reader would store `?`), conservatively any `\\uD800`-`\\uDFFF`;
+- a value of a declared decimal with a nonzero digit beyond its scale: the reader reads decimals at their declared
+  type, which would round it, where the line parse reads them wide and rescues it (parsing every decimal wide and
+  testing it made the read about 25 % slower);
 - a compressed file (its bytes are not scanned here).
 
 Such a file goes through the line parse. The reader's corrupt records carry their line in `_corrupt_record` and get
-`_rescued_data` from the same text parse as the line parse's; a decimal with more digits than its scale cannot be
-given its line here, so its row is marked (`REPARSE_MARK`) and the batch is parsed again line by line before
-anything is written (`pipelines.sources.file_health`).
+`_rescued_data` from the same text parse as the line parse's.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from pathlib import Path
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from infra.paths import COMPRESSED_SUFFIXES, local_path
-from pipelines.io.csv_reader import REPARSE_MARK
 from pipelines.io.landing import read_as_pattern
 from pipelines.io.landing_parse import CORRUPT_COLUMN, RESCUED_COLUMN, with_corrupt
-from pipelines.io.landing_values import (
-    NOT_ONE_OBJECT,
-    decimal_text,
-    exact_values,
-    json_line_shape,
-    json_rescued,
-    named_column,
-    wide,
-)
+from pipelines.io.landing_values import NOT_ONE_OBJECT, exact_scales, json_line_shape, json_rescued, named_column
 from pipelines.spec.sources import FileSource
 
 # Options that mean the same to the reader and to the line parse; any other option keeps a source on the line parse.
@@ -51,15 +44,26 @@ _SAME_MEANING = {"dateFormat", "timestampFormat", "timestampNTZFormat", "timeZon
 
 
 def reader_applies(source: FileSource) -> bool:
-    """Whether the source's options mean the same to Spark's JSON reader as to the line parse."""
-    return source.format == "json" and all(k in _SAME_MEANING for k, _ in source.options)
+    """Whether the source's options mean the same to Spark's JSON reader as to the line parse (with a `locale`,
+    decimals in strings are read by that locale, which the scan does not follow)."""
+    options = dict(source.options)
+    if "locale" in options and exact_scales(source.schema):
+        return False
+    return source.format == "json" and all(k in _SAME_MEANING for k in options)
 
 
-def reads_alike(spark: SparkSession, paths: list[Path], names: list[str], chunk: int | None = None) -> list[bool]:
+def reads_alike(
+    spark: SparkSession,
+    paths: list[Path],
+    names: list[str],
+    decimals: Mapping[str, int] | None = None,
+    chunk: int | None = None,
+) -> list[bool]:
     """Per path: whether Spark's JSON reader reads the same records from that file as the line parse, for the
-    declared field `names` (see the module docstring). Files are read in parallel, `chunk` bytes at a time."""
+    declared field `names` and the exact `decimals` among them (name to scale, see the module docstring). Files
+    are read in parallel, `chunk` bytes at a time."""
     proof = spark._jvm.tributary.landing.JsonFileProof  # type: ignore[union-attr]
-    args = [json.dumps([str(p) for p in paths]), json.dumps(names)]
+    args = [json.dumps([str(p) for p in paths]), json.dumps(names), json.dumps(dict(decimals or {}))]
     flags = proof.readsAlike(*args) if chunk is None else proof.readsAlike(*args, chunk)
     return [flag == "1" for flag in flags]
 
@@ -75,47 +79,37 @@ def split_files(spark: SparkSession, source: FileSource, files: list[str]) -> tu
         else:
             candidates[uri] = path
     alike: list[str] = []
-    flags = reads_alike(spark, list(candidates.values()), source.schema.names) if candidates else []
+    decimals = exact_scales(source.schema)
+    flags = reads_alike(spark, list(candidates.values()), source.schema.names, decimals) if candidates else []
     for uri, flag in zip(candidates, flags, strict=True):
         (alike if flag else rest).append(uri)
     return alike, rest
 
 
 def read_json_files(spark: SparkSession, source: FileSource, files: list[str]) -> DataFrame:
-    """`files` through Spark's JSON reader, as `parse_json_lines` shapes rows (with `_source_file`)."""
+    """`files` (read alike, see `split_files`) through Spark's JSON reader, as `parse_json_lines` shapes rows (with
+    `_source_file`)."""
     options = {**dict(source.options), "mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT_COLUMN}
-    read = spark.read.schema(with_corrupt(wide(source.schema))).options(**options).json(files)
+    read = spark.read.schema(with_corrupt(source.schema)).options(**options).json(files)
     corrupt = F.col(CORRUPT_COLUMN)
     # A corrupt record whose line is not one whole object (`JsonFileProof.brokenObject`) has no values, as in the
     # line parse; judged in its own projection, once per row and only for corrupt records.
     broken = corrupt.isNotNull() & (json_line_shape(corrupt, source.schema.names) == NOT_ONE_OBJECT)
     # (The file's path is taken here, next to the scan: taken above it, the scan would build all of `_metadata`.)
-    values, inexact, widened = exact_values(spark, source.schema, named_column)
-    # A decimal's exact value is taken here, where every row computes it once for both its column and the mark.
-    exact_of = {name: f"_exact{i}" for i, name in enumerate(widened)}
     judged = read.select(
-        "*",
-        F.coalesce(broken, F.lit(False)).alias("_broken"),
-        F.col("_metadata.file_path").alias("_source_file"),
-        *[values[name].alias(column) for name, column in exact_of.items()],
-        inexact.alias("_inexact"),
+        "*", F.coalesce(broken, F.lit(False)).alias("_broken"), F.col("_metadata.file_path").alias("_source_file")
     )
-    values = {**values, **{name: F.col(column) for name, column in exact_of.items()}}
-    wide_of = {name: f"_wide{i}" for i, name in enumerate(widened)}
     whole = ~F.col("_broken")
-    # The wide decimals are kept beside their values: `_rescued_data` keeps the exact text of one that does not fit.
     typed = judged.select(
-        *[F.when(whole, values[f.name]).alias(f.name) for f in source.schema.fields],
-        F.when(corrupt.isNull() & F.col("_inexact"), F.lit(REPARSE_MARK)).otherwise(corrupt).alias(CORRUPT_COLUMN),
-        *[named_column(name).alias(wide) for name, wide in wide_of.items()],
+        *[F.when(whole, named_column(f.name)).alias(f.name) for f in source.schema.fields],
+        CORRUPT_COLUMN,
         "_source_file",
         "_broken",
     )
     # Only for a record with a value that did not convert (rare): `_rescued_data`.
-    malformed = F.col(CORRUPT_COLUMN).isNotNull() & whole
-    exact = {name: decimal_text(F.col(column)) for name, column in wide_of.items()}
+    malformed = corrupt.isNotNull() & whole
     kept = {n: named_column(n) for n in source.schema.names}
-    rescued = json_rescued(F.col(CORRUPT_COLUMN), source.schema.names, kept, exact)
+    rescued = json_rescued(corrupt, source.schema.names, kept, {})
     return typed.select(
         *[named_column(n) for n in source.schema.names],
         CORRUPT_COLUMN,

@@ -67,6 +67,15 @@ def wide(schema: StructType) -> StructType:
     return StructType([StructField(f.name, wide_type(f), f.nullable, f.metadata) for f in schema.fields])
 
 
+def exact_scales(schema: StructType) -> dict[str, int]:
+    """The scale of each top-level decimal whose landed values must be exact (not `rounded`), by name."""
+    return {
+        f.name: f.dataType.scale
+        for f in schema.fields
+        if isinstance(f.dataType, DecimalType) and wide_type(f) != f.dataType
+    }
+
+
 def exact_values(
     session: SparkSession, schema: StructType, parsed: Callable[[str], Column]
 ) -> tuple[dict[str, Column], Column, dict[str, Column]]:

@@ -7,8 +7,8 @@ rows.
 - `read_batch_by_reader`: on messy files the scan accepts (values that do not convert, nested values under string
   columns, single quotes, raw tabs in strings, duplicate keys, objects cut off or broken inside, blank lines, CRLF
   and lone CR line ends, non-ASCII text, no final line end, strict JSON and escaped keys) the rows equal the line
-  parse's, value for value; a file the scan refuses is taken from the line parse; a decimal with more digits than
-  its scale marks its row for a second parse.
+  parse's, value for value; a file the scan refuses is taken from the line parse, as is one with a decimal that
+  has more digits than its scale.
 """
 
 from __future__ import annotations
@@ -30,7 +30,6 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from pipelines.io.csv_reader import REPARSE_MARK
 from pipelines.io.json_reader import reader_applies, reads_alike
 from pipelines.io.landing_parse import CORRUPT_COLUMN, parse_json_lines
 from pipelines.io.sources import read_batch_by_reader
@@ -171,12 +170,29 @@ def test_files_the_scan_refuses_come_from_the_line_parse(spark: SparkSession, tm
     assert sum(1 for r in rows if r[8].endswith("f.json.gz")) == 1
 
 
-def test_a_decimal_with_more_digits_than_its_scale_marks_its_row_for_a_second_parse(
+@pytest.mark.parametrize(
+    "price",
+    ["1.005", "1.0050", '"1.005"', '"1,000.001"', "1e-3", "1.5E-2", "-0.001", "12345.6789e1", "1e-400"],
+)
+def test_a_decimal_with_more_digits_than_its_scale_keeps_its_file_on_the_line_parse(
+    spark: SparkSession, tmp_path: Path, price: str
+) -> None:
+    # The reader reads decimals at their declared type and would round this one; the line parse rescues it.
+    path = tmp_path / "e.json"
+    path.write_bytes(b'{"id":"e2","price":1.01}\n{"id":"e1","price":%s}\n' % price.encode())
+    assert reads_alike(spark, [path], SCHEMA.names, {"price": 2}) == [False]
+    assert reads_alike(spark, [path], SCHEMA.names) == [True]  # (a decimal that is rounded on landing)
+
+
+def test_exact_decimals_in_every_form_are_read_by_the_reader_as_the_line_parse(
     spark: SparkSession, tmp_path: Path
 ) -> None:
-    paths = land_files(tmp_path / "things", {"e.json": b'{"id":"e1","price":1.005}\n{"id":"e2","price":1.01}\n'})
-    marks = {r.id: r[CORRUPT_COLUMN] for r in _by_reader(spark, SOURCE, paths, read=1).collect()}
-    assert marks == {"e1": REPARSE_MARK, "e2": None}
+    prices = ["1.50000", '"1,234.5"', "1e2", "-0.0e+1", "12.3400E1", '"x1"', "true", "[1.555]", "null", "0E-400"]
+    body = "".join(f'{{"id":"p{i}","price":{p}}}\n' for i, p in enumerate(prices))
+    paths = land_files(tmp_path / "things", {"p.json": body.encode()})
+    rows = _rows(_by_reader(spark, SOURCE, paths, read=1))
+    assert rows == _rows(_line_parse(spark, SOURCE, paths))
+    assert {r[0]: r[2] for r in rows if r[0] in ("p0", "p1", "p4")} == {"p0": "1.50", "p1": "1234.50", "p4": "123.40"}
 
 
 def test_options_the_reader_would_read_otherwise_keep_the_line_parse() -> None:

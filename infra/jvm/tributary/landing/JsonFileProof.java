@@ -7,9 +7,12 @@ import com.fasterxml.jackson.core.JsonToken;
 import java.io.IOException;
 import java.io.InputStream;
 import java.nio.file.Files;
+import java.math.BigDecimal;
 import java.nio.file.Paths;
 import java.util.Arrays;
+import java.util.HashMap;
 import java.util.List;
+import java.util.Map;
 import java.util.Set;
 import java.util.stream.IntStream;
 import org.apache.spark.sql.catalyst.json.JSONOptions;
@@ -22,7 +25,9 @@ import org.apache.spark.sql.catalyst.json.JSONOptions;
  * declared ({@link JsonLineShape}), or an object Spark's parser fails inside ({@link #brokenObject}: the reader gives
  * one corrupt record holding the line, which the line parse also marks corrupt whole). On such a file both read the
  * same lines with the same parser and options, so they give the same records; any other file is left to the line
- * parse.
+ * parse. The reader reads declared decimals at their declared type, where the line parse reads them wide to see a
+ * digit rounding would drop: so a value of a declared decimal must also have no nonzero digit beyond its scale
+ * ({@link #decimalsFit}).
  *
  * <p>Lines are split at every CR and LF: a CRLF then yields an extra empty line, which both skip.
  */
@@ -35,30 +40,33 @@ public final class JsonFileProof {
 
   /**
    * One character per path of the JSON array {@code pathsJson}: {@code 1} when the file reads alike, {@code 0}
-   * otherwise (also when it cannot be read). {@code namesJson}: the declared names as a JSON array of strings.
+   * otherwise (also when it cannot be read). {@code namesJson}: the declared names as a JSON array of strings;
+   * {@code decimalsJson}: the declared decimals whose values must be exact, as a JSON object of name to scale.
    * Files are checked in parallel.
    */
-  public static String readsAlike(String pathsJson, String namesJson) throws IOException {
-    return readsAlike(pathsJson, namesJson, CHUNK);
+  public static String readsAlike(String pathsJson, String namesJson, String decimalsJson) throws IOException {
+    return readsAlike(pathsJson, namesJson, decimalsJson, CHUNK);
   }
 
-  /** {@link #readsAlike(String, String)} reading each file {@code chunk} bytes at a time (at least). */
-  public static String readsAlike(String pathsJson, String namesJson, int chunk) throws IOException {
+  /** {@link #readsAlike(String, String, String)} reading each file {@code chunk} bytes at a time (at least). */
+  public static String readsAlike(String pathsJson, String namesJson, String decimalsJson, int chunk)
+      throws IOException {
     Set<String> declared = JsonLineShape.parseNames(namesJson);
+    Map<String, Integer> decimals = parseScales(decimalsJson);
     List<String> paths = JsonLineShape.parseNameList(pathsJson);
     char[] out = new char[paths.size()];
     IntStream.range(0, out.length)
         .parallel()
-        .forEach(i -> out[i] = fileAlike(paths.get(i), declared, chunk) ? '1' : '0');
+        .forEach(i -> out[i] = fileAlike(paths.get(i), declared, decimals, chunk) ? '1' : '0');
     return new String(out);
   }
 
-  static boolean fileAlike(String path, Set<String> declared, int chunk) {
+  static boolean fileAlike(String path, Set<String> declared, Map<String, Integer> decimals, int chunk) {
     byte[] buf = new byte[chunk];
     int start = 0;
     int filled = 0;
     boolean eof = false;
-    StrictJsonObject strict = new StrictJsonObject(declared);
+    StrictJsonObject strict = new StrictJsonObject(declared, decimals);
     try (InputStream in = Files.newInputStream(Paths.get(path))) {
       while (!eof) {
         if (start > 0) {
@@ -76,21 +84,22 @@ public final class JsonFileProof {
         }
         for (int i = start; i < filled; i++) {
           if (buf[i] == '\n' || buf[i] == '\r') {
-            if (!strict.accepts(buf, start, i) && !lineAlike(buf, start, i, declared)) {
+            if (!strict.accepts(buf, start, i) && !lineAlike(buf, start, i, declared, decimals)) {
               return false;
             }
             start = i + 1;
           }
         }
       }
-      return strict.accepts(buf, start, filled) || lineAlike(buf, start, filled, declared);
+      return strict.accepts(buf, start, filled) || lineAlike(buf, start, filled, declared, decimals);
     } catch (IOException | RuntimeException unproven) {
       return false; // unreadable, or beyond what the scan can judge: the line parse reads it
     }
   }
 
   /** Whether the line {@code buf[from, to)} is blank, one object of declared keys or a broken object. */
-  static boolean lineAlike(byte[] buf, int from, int to, Set<String> declared) throws IOException {
+  static boolean lineAlike(byte[] buf, int from, int to, Set<String> declared, Map<String, Integer> decimals)
+      throws IOException {
     boolean blank = true;
     for (int i = from; i < to; i++) {
       int b = buf[i] & 0xff;
@@ -119,7 +128,66 @@ public final class JsonFileProof {
     try (JsonParser parser = JsonLineShape.FACTORY.createParser(buf, from, to - from)) {
       shape = JsonLineShape.shape(parser, declared);
     }
-    return shape == JsonLineShape.DECLARED || (shape == JsonLineShape.NOT_ONE_OBJECT && brokenObject(buf, from, to));
+    if (shape == JsonLineShape.DECLARED) {
+      return decimals.isEmpty() || decimalsFit(buf, from, to, decimals);
+    }
+    return shape == JsonLineShape.NOT_ONE_OBJECT && brokenObject(buf, from, to);
+  }
+
+  /**
+   * Whether every top-level value of a declared decimal in the object {@code buf[from, to)} has no nonzero digit
+   * beyond the decimal's scale: a number, or a string read as Spark reads a decimal in one (commas removed, then
+   * {@code BigDecimal}); a value that is no decimal fails to convert at any type. The line is tokenized as
+   * {@link JsonLineShape} tokenizes it, which reads every token Spark's parser reads (and goes on where Spark's
+   * stops at a control character in a string): each value Spark could convert is tested.
+   */
+  static boolean decimalsFit(byte[] buf, int from, int to, Map<String, Integer> decimals) throws IOException {
+    try (JsonParser parser = JsonLineShape.FACTORY.createParser(buf, from, to - from)) {
+      if (parser.nextToken() != JsonToken.START_OBJECT) {
+        return false;
+      }
+      while (parser.nextToken() == JsonToken.FIELD_NAME) {
+        Integer scale = decimals.get(parser.currentName());
+        JsonToken value = parser.nextToken();
+        if (scale == null) {
+          parser.skipChildren();
+          continue;
+        }
+        BigDecimal number = null;
+        try {
+          if (value == JsonToken.VALUE_NUMBER_INT || value == JsonToken.VALUE_NUMBER_FLOAT) {
+            number = parser.getDecimalValue();
+          } else if (value == JsonToken.VALUE_STRING) {
+            number = new BigDecimal(parser.getText().replace(",", ""));
+          }
+        } catch (NumberFormatException notDecimal) {
+          number = null;
+        }
+        if (number != null && number.signum() != 0 && number.stripTrailingZeros().scale() > scale) {
+          return false;
+        }
+        parser.skipChildren();
+      }
+      return true;
+    } catch (JsonProcessingException unproven) {
+      return false;
+    }
+  }
+
+  /** A JSON object of names to integers. */
+  static Map<String, Integer> parseScales(String json) throws IOException {
+    Map<String, Integer> parsed = new HashMap<>();
+    try (JsonParser parser = JsonLineShape.FACTORY.createParser(json)) {
+      if (parser.nextToken() != JsonToken.START_OBJECT) {
+        throw new IllegalArgumentException("decimals must be a JSON object of names to scales: " + json);
+      }
+      while (parser.nextToken() == JsonToken.FIELD_NAME) {
+        String name = parser.currentName();
+        parser.nextToken();
+        parsed.put(name, parser.getIntValue());
+      }
+    }
+    return parsed;
   }
 
   /**

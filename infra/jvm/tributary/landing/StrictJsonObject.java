@@ -3,13 +3,16 @@ package tributary.landing;
 import java.nio.charset.StandardCharsets;
 import java.util.Arrays;
 import java.util.Collection;
+import java.util.Map;
 
 /**
  * The fast test {@link JsonFileProof} asks of a line first: one strict (RFC 8259) JSON object whose top-level keys,
  * written without escapes, are all declared, with well-formed UTF-8 and no control character in its strings, no
  * escape of half a surrogate pair, nesting, numbers and strings far below every parser limit. Every parser
  * configuration involved (Spark's reader, {@code from_json}, {@link JsonLineShape}) reads such a line as the same one
- * object, so it is alike; a line this test refuses is judged by Jackson instead. Not thread-safe: one per file scan.
+ * object, so it is alike; a line this test refuses is judged by Jackson instead. A declared decimal's value must
+ * also be null or a number without an exponent and with no nonzero digit beyond the decimal's scale (Spark's reader
+ * reads it at the declared type, and would round it). Not thread-safe: one per file scan.
  */
 final class StrictJsonObject {
   private static final int MAX_DEPTH = 64;
@@ -26,13 +29,16 @@ final class StrictJsonObject {
   }
 
   private final byte[][] names;
+  // Per name: the scale its values must fit (a declared decimal), else -1.
+  private final int[] scales;
   private byte[] buf;
   private int pos;
   private int end;
   private boolean escaped;
 
-  StrictJsonObject(Collection<String> declared) {
+  StrictJsonObject(Collection<String> declared, Map<String, Integer> decimals) {
     names = declared.stream().map(n -> n.getBytes(StandardCharsets.UTF_8)).toArray(byte[][]::new);
+    scales = declared.stream().mapToInt(n -> decimals.getOrDefault(n, -1)).toArray();
   }
 
   /** Whether {@code line[from, to)} is such an object (see the class comment). */
@@ -48,19 +54,40 @@ final class StrictJsonObject {
     return pos == end;
   }
 
-  /** After a key: the colon, the value and the white space after it. */
-  private boolean member(int depth) {
+  /** After a key: the colon, the value (fitting {@code scale} unless it is -1) and the white space after it. */
+  private boolean member(int depth, int scale) {
     skipSpace();
     if (!at(':')) {
       return false;
     }
     pos++;
     skipSpace();
-    if (!value(depth)) {
+    int start = pos;
+    if (!value(depth) || (scale >= 0 && !fits(start, pos, scale))) {
       return false;
     }
     skipSpace();
     return true;
+  }
+
+  /** Whether the value {@code buf[from, to)} is null or a number with no nonzero digit beyond {@code scale}. */
+  private boolean fits(int from, int to, int scale) {
+    if (buf[from] == 'n') {
+      return true;
+    }
+    int point = -1;
+    int last = -1;  // the last nonzero digit after the point
+    for (int i = from; i < to; i++) {
+      byte b = buf[i];
+      if (b == '.') {
+        point = i;
+      } else if (b == 'e' || b == 'E' || b == '"') {
+        return false;  // an exponent or a string: left to Jackson
+      } else if (point >= 0 && b != '0') {
+        last = i;
+      }
+    }
+    return point < 0 || last - point <= scale;
   }
 
   private boolean value(int depth) {
@@ -95,7 +122,11 @@ final class StrictJsonObject {
     }
     while (true) {
       int key = pos + 1;
-      if (!at('"') || !string() || (declaredKeys && (escaped || !declared(key, pos - 1))) || !member(depth)) {
+      if (!at('"') || !string()) {
+        return false;
+      }
+      int index = declaredKeys ? (escaped ? -1 : declared(key, pos - 1)) : -2;
+      if (index == -1 || !member(depth, index >= 0 ? scales[index] : -1)) {
         return false;
       }
       if (at('}')) {
@@ -244,13 +275,15 @@ final class StrictJsonObject {
     return (buf[from] | 0x20) == 'd' && (second >= '8' && second <= '9' || second >= 'a' && second <= 'f');
   }
 
-  private boolean declared(int from, int to) {
-    for (byte[] name : names) {
+  /** The index of the declared name {@code buf[from, to)}, else -1. */
+  private int declared(int from, int to) {
+    for (int i = 0; i < names.length; i++) {
+      byte[] name = names[i];
       if (name.length == to - from && Arrays.equals(name, 0, name.length, buf, from, to)) {
-        return true;
+        return i;
       }
     }
-    return false;
+    return -1;
   }
 
   private boolean at(char c) {
