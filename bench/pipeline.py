@@ -27,7 +27,7 @@ from pipelines.io.iceberg import DEFAULT_TABLE_PROPERTIES, LANDING_WRITE_OPTIONS
 from pipelines.io.landing_parse import CORRUPT_COLUMN, read_csv_headers, utf8_text, with_corrupt
 from pipelines.io.sources import batch_read_files, read_batch_by_reader
 from pipelines.run.runner import run_table
-from pipelines.sources.file_health import file_stats
+from pipelines.sources.file_stats import file_stats
 from pipelines.sources.report import RunReport
 from pipelines.spec.sources import FileSource
 
@@ -390,7 +390,7 @@ def bench_landing_parse(
     def line_exact_with_health() -> None:
         batch = batch_read_files(spark, source, [folder]).persist()
         try:
-            file_stats(batch, source).collect()
+            file_stats(batch, source)
             batch.write.format("noop").mode("overwrite").save()
         finally:
             batch.unpersist()

@@ -16,27 +16,26 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import Column, DataFrame, Observation
 from pyspark.sql import functions as F
 
 from infra.errors import PipelineError
 from infra.identifiers import is_column_name
 from infra.paths import local_path
 from pipelines.io.checkpoints import seen_files
-from pipelines.io.csv_reader import REPARSE_MARK
 from pipelines.io.landing_parse import (
-    CORRUPT_COLUMN,
     REJECTED_COLUMN,
     RESCUED_COLUMN,
     CsvHeaders,
     file_name,
     rescued_value,
-    unknown_fields,
     without_rescued,
 )
 from pipelines.io.sources import read_batch_by_reader
+from pipelines.sources.file_stats import FileStats, file_stats, observed_figures, read_observed
 from pipelines.spec.sources import FileSource
 from pipelines.spec.tables import TableSpec
+from pipelines.write.observed import observed
 from pipelines.write.sinks import AppendSink, BatchContext
 
 ACKNOWLEDGED = "acknowledged"
@@ -99,28 +98,16 @@ def check_layouts(ctx: BatchContext, headers: CsvHeaders) -> None:
             raise LandedDuringStart(f"table {ctx.table}: landing file {path} landed while the run was starting")
 
 
-def file_stats(batch: DataFrame, source: FileSource) -> DataFrame:
-    """Per landed file of a batch: rows, corrupt rows, rows with rescued data, undeclared field names."""
-    return batch.groupBy(F.col("_source_file")).agg(
-        F.count(F.lit(1)).alias("rows"),
-        F.count(CORRUPT_COLUMN).alias("corrupt"),
-        F.count(RESCUED_COLUMN).alias("rescued"),
-        F.array_distinct(F.flatten(F.collect_set(unknown_fields(source.schema)))).alias("new_fields"),
-        F.count(F.when(F.col(CORRUPT_COLUMN) == REPARSE_MARK, 1)).alias("reparse"),
-    )
-
-
-def assess(ctx: BatchContext, batch: DataFrame, spec: TableSpec, headers: CsvHeaders | None) -> list[FileHealth]:
-    """The health of every file of the batch (one aggregation over the batch, grouped by file)."""
+def assess(ctx: BatchContext, stats: list[FileStats], spec: TableSpec, headers: CsvHeaders | None) -> list[FileHealth]:
+    """The health of every file of the batch from its figures (`file_stats`)."""
     source = spec.source
     assert isinstance(source, FileSource)
-    stats = file_stats(batch, source).collect()
     problems = headers.problems if headers else {}
     found: dict[str, FileHealth] = {}
-    for row in stats:
-        path = str(local_path(row["_source_file"]) or row["_source_file"])
-        health = FileHealth(path, "ok", row["rows"], row["corrupt"], row["rescued"], None, sorted(row["new_fields"]))
-        health.reparse_rows = row["reparse"]
+    for item in stats:
+        path = str(local_path(item.file) or item.file)
+        health = FileHealth(path, "ok", item.rows, item.corrupt, item.rescued, None, item.new_fields)
+        health.reparse_rows = item.reparse
         problem = problems.get(Path(path).name)
         ratio = health.corrupt_rows / health.rows
         if problem:
@@ -239,7 +226,7 @@ def _write_checked(ctx: BatchContext, df: DataFrame, spec: TableSpec, headers: C
     batch = df.persist()
     try:
         with ctx.clock.stage("batch.file_health"):
-            health = assess(ctx, batch, spec, headers)
+            health = assess(ctx, file_stats(batch, spec.source), spec, headers)
         if any(h.reparse_rows for h in health):
             return False
         check_evolution(ctx, spec, health)
@@ -280,9 +267,17 @@ def write_staged(ctx: BatchContext, df: DataFrame, spec: TableSpec, headers: Csv
     rows = stamp(df.drop("_layout"), [])
     if spec.transform(rows) is not rows:
         return None  # an author's function may drop or change lineage columns: health is taken before it
-    staged = ctx.stage(spec.sink.rows(ctx, rows), ctx.table)
+    # The figures are observed while the batch is written (read back from the staged rows when they cannot be).
+    observation = Observation()
+    figures = observed_figures(df.sparkSession, source, files)
+    out = spec.sink.rows(ctx, rows)
+    staged = ctx.stage(out.observe(observation, *figures) if figures else out, ctx.table)
     with ctx.clock.stage("batch.file_health"):
-        health = assess(ctx, ctx.fmt.read_staged(df.sparkSession, ctx.table, staged), spec, headers)
+        stats = read_observed(df.sparkSession, files, observed(observation)) if figures else None
+        if stats is None:
+            ctx.metrics["file_health_read_back"] += 1
+            stats = file_stats(ctx.fmt.read_staged(df.sparkSession, ctx.table, staged), source)
+        health = assess(ctx, stats, spec, headers)
     if any(h.reparse_rows for h in health):
         return False
     check_evolution(ctx, spec, health)

@@ -226,6 +226,8 @@ def test_json_fields_are_matched_by_name(spark: SparkSession, home: Settings) ->
     # Spark's JSON reader read the files of plain objects (a value that does not convert included); the line parse
     # the others (an undeclared key, an array).
     assert REPORTS["bronze.orders_json"].metrics["files_read_by_json_reader"] == 2
+    # The staged batches' file health was observed while they were written, never read back from them.
+    assert REPORTS["bronze.orders_json"].metrics.get("file_health_read_back", 0) == 0
 
 
 def test_resent_file_counts_duplicates_not_new_quarantine(spark: SparkSession, home: Settings) -> None:

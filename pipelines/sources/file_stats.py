@@ -1,0 +1,120 @@
+"""The figures of each landed file in a batch (rows, corrupt rows, rows with rescued data, rows to parse again,
+undeclared field names), from which `pipelines.sources.file_health` judges the file.
+
+They are taken in one aggregation over the batch, grouped by file (`file_stats`), or observed while the batch
+is written (`observed_figures`, `read_observed`), which spares reading the written rows back: a few aggregates
+evaluated in the write's own pass, each file's counts kept as one histogram bin per file. The observed figures
+are checked against the batch's own totals and refused (None, and the batch is read back) unless every row is
+counted under exactly one of the batch's files.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from pipelines.io.csv_reader import REPARSE_MARK
+from pipelines.io.landing_parse import CORRUPT_COLUMN, RESCUED_COLUMN, unknown_fields
+from pipelines.spec.sources import FileSource
+
+# Most files a batch may hold for its figures to be observed: one histogram bin per file keeps every count exact
+# (a histogram merges bins only when it has more distinct values than bins).
+OBSERVED_FILES = 64
+
+
+@dataclass(frozen=True)
+class FileStats:
+    """The figures of one landed file in a batch (`file` as the rows' `_source_file` names it)."""
+
+    file: str
+    rows: int
+    corrupt: int
+    rescued: int
+    reparse: int
+    new_fields: list[str]
+
+
+def file_stats(batch: DataFrame, source: FileSource) -> list[FileStats]:
+    """Per landed file of a batch (one aggregation, grouped by file)."""
+    rows = batch.groupBy(F.col("_source_file")).agg(
+        F.count(F.lit(1)).alias("rows"),
+        F.count(CORRUPT_COLUMN).alias("corrupt"),
+        F.count(RESCUED_COLUMN).alias("rescued"),
+        F.count(F.when(F.col(CORRUPT_COLUMN) == REPARSE_MARK, 1)).alias("reparse"),
+        F.array_distinct(F.flatten(F.collect_set(unknown_fields(source.schema)))).alias("new_fields"),
+    )
+    return [FileStats(r[0], r[1], r[2], r[3], r[4], sorted(r[5])) for r in rows.collect()]
+
+
+def _file_uris(spark: SparkSession, files: list[str]) -> list[str]:
+    """The local `files` as Spark's `_metadata.file_path` names them (`java.io.File.toURI`)."""
+    return [spark._jvm.java.io.File(f).toURI().toString() for f in files]  # type: ignore[union-attr]
+
+
+def observed_figures(spark: SparkSession, source: FileSource, files: list[str]) -> list[Column]:
+    """Aggregates to observe on a batch of `files` while it is written (none for a batch of too many files)."""
+    if not files or len(files) > OBSERVED_FILES:
+        return []
+    corrupt, rescued = F.col(CORRUPT_COLUMN), F.col(RESCUED_COLUMN)
+    uris = F.array(*[F.lit(u) for u in _file_uris(spark, files)])
+    index = F.call_function("array_position", uris, F.col("_source_file"))  # 1-based, 0 for another file
+
+    def per_file(rows: Column) -> Column:
+        return F.to_json(F.call_function("histogram_numeric", F.when(rows, index), F.lit(OBSERVED_FILES)))
+
+    unknown = unknown_fields(source.schema)
+    fields = F.when(rescued.isNotNull() & (F.size(unknown) > 0), F.struct(index.alias("i"), unknown.alias("f")))
+    return [
+        F.count(F.lit(1)).alias("rows"),
+        F.count(corrupt).alias("corrupt"),
+        F.count(rescued).alias("rescued"),
+        F.count_if(corrupt == REPARSE_MARK).alias("reparse"),
+        per_file(F.lit(True)).alias("rows_per_file"),
+        per_file(corrupt.isNotNull()).alias("corrupt_per_file"),
+        per_file(rescued.isNotNull()).alias("rescued_per_file"),
+        F.to_json(F.collect_set(fields)).alias("new_fields"),
+    ]
+
+
+def _per_file(text: str | None, files: int, total: int) -> dict[int, int] | None:
+    """A histogram's bins as counts per file index; None unless each is a count of one of the files and they
+    add up to `total`."""
+    counts: dict[int, int] = {}
+    for item in json.loads(text) if text else []:
+        x, y = item["x"], item["y"]
+        if x != int(x) or not 1 <= x <= files or y != int(y) or int(x) in counts:
+            return None
+        counts[int(x)] = int(y)
+    return counts if sum(counts.values()) == total else None
+
+
+def read_observed(spark: SparkSession, files: list[str], metrics: dict[str, Any] | None) -> list[FileStats] | None:
+    """The per-file figures of `observed_figures`' `metrics`; None when they are missing, do not add up, or a
+    row is to be parsed again (the batch is then read back)."""
+    if not metrics or metrics["reparse"]:
+        return None
+    per_file = {}
+    for name in ("rows", "corrupt", "rescued"):
+        counts = _per_file(metrics[f"{name}_per_file"], len(files), metrics[name])
+        if counts is None:
+            return None
+        per_file[name] = counts
+    new_fields: dict[int, set[str]] = {}
+    for item in json.loads(metrics["new_fields"] or "[]"):
+        new_fields.setdefault(item["i"], set()).update(item["f"])
+    uris = _file_uris(spark, files)
+    return [
+        FileStats(
+            uris[i - 1],
+            n,
+            per_file["corrupt"].get(i, 0),
+            per_file["rescued"].get(i, 0),
+            0,
+            sorted(new_fields.get(i, ())),
+        )
+        for i, n in sorted(per_file["rows"].items())
+    ]

@@ -1,0 +1,49 @@
+"""A landing batch's per-file figures observed while it is written equal the figures of one aggregation over
+its rows, and are refused (the batch is read back) when they cannot be exact."""
+
+from __future__ import annotations
+
+from pyspark.sql import Observation
+from pyspark.sql import functions as F
+from pyspark.sql.types import LongType, StringType, StructField, StructType
+
+from pipelines.io.sources import batch_read_files, read_batch_by_reader
+from pipelines.sources.file_stats import OBSERVED_FILES, file_stats, observed_figures, read_observed
+from pipelines.spec.sources import FileSource
+from pipelines.write.observed import observed
+
+SCHEMA = StructType([StructField("id", LongType()), StructField("name", StringType())])
+SOURCE = FileSource("items", "json", SCHEMA)
+
+
+def _observed(spark, frame, files, out):
+    """Observed while written as Parquet (a file-source write, as a Delta table's batch is staged)."""
+    observation = Observation()
+    frame.observe(observation, *observed_figures(spark, SOURCE, files)).write.mode("overwrite").parquet(str(out))
+    return observed(observation)
+
+
+def test_observed_figures_equal_the_grouped_ones_and_are_refused_when_a_row_is_not_of_the_batch(spark, tmp_path):
+    clean, dirty = tmp_path / "clean.json", tmp_path / "dirty file.json"
+    clean.write_text("".join(f'{{"id": {i}, "name": "n{i}"}}\n' for i in range(50)))
+    dirty.write_text('{"id": 1}\n{"id": "x", "name": "a"}\n{"id": 2, "extra": 5}\n{"id": 3, "more": [1]}\n{"id"\n')
+    files = [str(clean), str(dirty)]
+    lines = batch_read_files(spark, SOURCE, files).withColumn("_ingested_at", F.current_timestamp())
+    by_reader = read_batch_by_reader(spark, SOURCE, None, files, lines)
+    assert by_reader is not None and by_reader[1] == 1  # the clean file by Spark's reader, the other per line
+    frame = by_reader[0]
+
+    metrics = _observed(spark, frame, files, tmp_path / "out")
+    got = read_observed(spark, files, metrics)
+    want = sorted(file_stats(frame, SOURCE), key=lambda s: s.file)
+    assert got == want
+    by_name = {s.file.rsplit("/", 1)[-1]: s for s in got}
+    assert (by_name["clean.json"].rows, by_name["clean.json"].corrupt) == (50, 0)
+    dirty_stats = by_name["dirty%20file.json"]
+    assert (dirty_stats.rows, dirty_stats.corrupt, dirty_stats.rescued) == (5, 2, 3)
+    assert dirty_stats.new_fields == ["extra", "more"]
+
+    # A row of a file the batch does not name cannot be counted under one of its files: refused, not misread.
+    assert read_observed(spark, [str(clean)], _observed(spark, frame, [str(clean)], tmp_path / "out")) is None
+    assert read_observed(spark, files, None) is None
+    assert observed_figures(spark, SOURCE, [str(clean)] * (OBSERVED_FILES + 1)) == []
