@@ -162,8 +162,8 @@ class Settings:
     alert_webhook: str | None = None
     # How long a run waits for another writer of the same table before failing (pipelines/run/locks.py).
     lock_wait_seconds: int = 900
-    # Landing batches of at least this many MB are staged, audited, then published (pipelines/sources/file_health.py).
-    stage_landing_mb: int = 32
+    # Landing batches of at least this many MB (0: all) are staged, audited, published (sources/file_health.py).
+    stage_landing_mb: int = 0
     # Kafka brokers and client settings (infra/kafka.py).
     kafka: KafkaSettings = field(default_factory=KafkaSettings)
     # The profile (local or cluster) and a cluster's executor settings (infra/profile.py).
@@ -212,7 +212,7 @@ class Settings:
             partitions_start=_env("PARTITIONS_START"),
             alert_webhook=_env("ALERT_WEBHOOK"),
             lock_wait_seconds=_non_negative_int("LOCK_WAIT", "900", "seconds"),
-            stage_landing_mb=_non_negative_int("STAGE_LANDING_MB", "32", "megabytes"),
+            stage_landing_mb=_non_negative_int("STAGE_LANDING_MB", "0", "megabytes"),
             kafka=KafkaSettings.from_env(),
             deployment=Deployment.from_env(),
             object_store=ObjectStore.from_env(),

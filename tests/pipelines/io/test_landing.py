@@ -88,8 +88,8 @@ REPORTS: dict[str, RunReport] = {}
 def home(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> Settings:
     """One home for the CSV and JSON datasets, each landed and run once (bronze, then silver).
 
-    Every bronze batch is staged (write-audit-publish): batches holding a rejected file fall back to the checked
-    path, the others are published from the stage; every other test module runs the checked path (small batches).
+    Every bronze batch is staged (write-audit-publish, the default, set here whatever the environment says):
+    batches holding a rejected file fall back to the checked path, the others are published from the stage.
     """
     settings = replace(make_settings(tmp_path_factory.mktemp("landing")), stage_landing_mb=0)
     land_files(settings.landing / "orders_csv", CSV_FILES)
