@@ -50,18 +50,19 @@ def file_stats(batch: DataFrame, source: FileSource) -> list[FileStats]:
     return [FileStats(r[0], r[1], r[2], r[3], r[4], sorted(r[5])) for r in rows.collect()]
 
 
-def _file_uris(spark: SparkSession, files: list[str]) -> list[str]:
+def file_uris(spark: SparkSession, files: list[str]) -> list[str]:
     """The local `files` as Spark's `_metadata.file_path` names them (`java.io.File.toURI`)."""
     return [spark._jvm.java.io.File(f).toURI().toString() for f in files]  # type: ignore[union-attr]
 
 
-def observed_figures(spark: SparkSession, source: FileSource, files: list[str]) -> list[Column]:
-    """Aggregates to observe on a batch of `files` while it is written (none for a batch of too many files)."""
-    if not files or len(files) > OBSERVED_FILES:
+def observed_figures(source: FileSource, uris: list[str]) -> list[Column]:
+    """Aggregates to observe on a batch of the files `uris` (`file_uris`) while it is written (none for a batch
+    of too many files)."""
+    if not uris or len(uris) > OBSERVED_FILES:
         return []
     corrupt, rescued = F.col(CORRUPT_COLUMN), F.col(RESCUED_COLUMN)
-    uris = F.array(*[F.lit(u) for u in _file_uris(spark, files)])
-    index = F.call_function("array_position", uris, F.col("_source_file"))  # 1-based, 0 for another file
+    listed = F.array(*[F.lit(u) for u in uris])
+    index = F.call_function("array_position", listed, F.col("_source_file"))  # 1-based, 0 for another file
 
     def per_file(rows: Column) -> Column:
         return F.to_json(F.call_function("histogram_numeric", F.when(rows, index), F.lit(OBSERVED_FILES)))
@@ -92,21 +93,20 @@ def _per_file(text: str | None, files: int, total: int) -> dict[int, int] | None
     return counts if sum(counts.values()) == total else None
 
 
-def read_observed(spark: SparkSession, files: list[str], metrics: dict[str, Any] | None) -> list[FileStats] | None:
+def read_observed(uris: list[str], metrics: dict[str, Any] | None) -> list[FileStats] | None:
     """The per-file figures of `observed_figures`' `metrics`; None when they are missing, do not add up, or a
     row is to be parsed again (the batch is then read back)."""
     if not metrics or metrics["reparse"]:
         return None
     per_file = {}
     for name in ("rows", "corrupt", "rescued"):
-        counts = _per_file(metrics[f"{name}_per_file"], len(files), metrics[name])
+        counts = _per_file(metrics[f"{name}_per_file"], len(uris), metrics[name])
         if counts is None:
             return None
         per_file[name] = counts
     new_fields: dict[int, set[str]] = {}
     for item in json.loads(metrics["new_fields"] or "[]"):
         new_fields.setdefault(item["i"], set()).update(item["f"])
-    uris = _file_uris(spark, files)
     return [
         FileStats(
             uris[i - 1],

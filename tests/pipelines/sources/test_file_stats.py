@@ -8,7 +8,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 from pipelines.io.sources import batch_read_files, read_batch_by_reader
-from pipelines.sources.file_stats import OBSERVED_FILES, file_stats, observed_figures, read_observed
+from pipelines.sources.file_stats import OBSERVED_FILES, file_stats, file_uris, observed_figures, read_observed
 from pipelines.spec.sources import FileSource
 from pipelines.write.observed import observed
 
@@ -19,7 +19,8 @@ SOURCE = FileSource("items", "json", SCHEMA)
 def _observed(spark, frame, files, out):
     """Observed while written as Parquet (a file-source write, as a Delta table's batch is staged)."""
     observation = Observation()
-    frame.observe(observation, *observed_figures(spark, SOURCE, files)).write.mode("overwrite").parquet(str(out))
+    observed_frame = frame.observe(observation, *observed_figures(SOURCE, file_uris(spark, files)))
+    observed_frame.write.mode("overwrite").parquet(str(out))
     return observed(observation)
 
 
@@ -34,7 +35,7 @@ def test_observed_figures_equal_the_grouped_ones_and_are_refused_when_a_row_is_n
     frame = by_reader[0]
 
     metrics = _observed(spark, frame, files, tmp_path / "out")
-    got = read_observed(spark, files, metrics)
+    got = read_observed(file_uris(spark, files), metrics)
     want = sorted(file_stats(frame, SOURCE), key=lambda s: s.file)
     assert got == want
     by_name = {s.file.rsplit("/", 1)[-1]: s for s in got}
@@ -44,6 +45,7 @@ def test_observed_figures_equal_the_grouped_ones_and_are_refused_when_a_row_is_n
     assert dirty_stats.new_fields == ["extra", "more"]
 
     # A row of a file the batch does not name cannot be counted under one of its files: refused, not misread.
-    assert read_observed(spark, [str(clean)], _observed(spark, frame, [str(clean)], tmp_path / "out")) is None
-    assert read_observed(spark, files, None) is None
-    assert observed_figures(spark, SOURCE, [str(clean)] * (OBSERVED_FILES + 1)) == []
+    only_clean = [str(clean)]
+    assert read_observed(file_uris(spark, only_clean), _observed(spark, frame, only_clean, tmp_path / "out")) is None
+    assert read_observed(file_uris(spark, files), None) is None
+    assert observed_figures(SOURCE, [str(clean)] * (OBSERVED_FILES + 1)) == []
