@@ -32,7 +32,7 @@ from pipelines.io.landing_parse import (
     without_rescued,
 )
 from pipelines.io.sources import read_batch_by_reader
-from pipelines.sources.file_stats import FileStats, file_stats, file_uris, observed_figures, read_observed
+from pipelines.sources.file_stats import FileStats, file_stats, observed_figures, observed_files, read_observed
 from pipelines.spec.sources import FileSource
 from pipelines.spec.tables import TableSpec
 from pipelines.write.observed import observed
@@ -269,12 +269,12 @@ def write_staged(ctx: BatchContext, df: DataFrame, spec: TableSpec, headers: Csv
         return None  # an author's function may drop or change lineage columns: health is taken before it
     # The figures are observed while the batch is written (read back from the staged rows when they cannot be).
     observation = Observation()
-    uris = file_uris(df.sparkSession, files)
-    figures = observed_figures(source, uris)
+    observable = observed_files(df.sparkSession, files)
+    figures = observed_figures(source, observable)
     out = spec.sink.rows(ctx, rows)
     staged = ctx.stage(out.observe(observation, *figures) if figures else out, ctx.table)
     with ctx.clock.stage("batch.file_health"):
-        stats = read_observed(uris, observed(observation)) if figures else None
+        stats = read_observed(observable, observed(observation)) if observable else None
         if stats is None:
             ctx.metrics["file_health_read_back"] += 1
             stats = file_stats(ctx.fmt.read_staged(df.sparkSession, ctx.table, staged), source)

@@ -2,10 +2,10 @@
 undeclared field names), from which `pipelines.sources.file_health` judges the file.
 
 They are taken in one aggregation over the batch, grouped by file (`file_stats`), or observed while the batch
-is written (`observed_figures`, `read_observed`), which spares reading the written rows back: a few aggregates
-evaluated in the write's own pass, each file's counts kept as one histogram bin per file. The observed figures
-are checked against the batch's own totals and refused (None, and the batch is read back) unless every row is
-counted under exactly one of the batch's files.
+is written (`observed_files`, `observed_figures`, `read_observed`), which spares reading the written rows back: a
+few aggregates evaluated in the write's own pass, each file's counts kept as one histogram bin per file. The
+observed figures are checked against the batch's own totals and refused (None, and the batch is read back) unless
+every row is counted under exactly one of the batch's files.
 """
 
 from __future__ import annotations
@@ -24,6 +24,10 @@ from pipelines.spec.sources import FileSource
 # Most files a batch may hold for its figures to be observed: one histogram bin per file keeps every count exact
 # (a histogram merges bins only when it has more distinct values than bins).
 OBSERVED_FILES = 64
+# A file's bin: the low 53 bits of Spark's xxhash64 of its URI (seed 42, as `F.xxhash64`), exact as the double a
+# histogram keeps. Hashing a row's file costs a third of testing it against each of the batch's URIs in turn.
+KEY_BITS = (1 << 53) - 1
+_XXHASH_SEED = 42
 
 
 @dataclass(frozen=True)
@@ -55,14 +59,35 @@ def file_uris(spark: SparkSession, files: list[str]) -> list[str]:
     return [spark._jvm.java.io.File(f).toURI().toString() for f in files]  # type: ignore[union-attr]
 
 
-def observed_figures(source: FileSource, uris: list[str]) -> list[Column]:
-    """Aggregates to observe on a batch of the files `uris` (`file_uris`) while it is written (none for a batch
-    of too many files)."""
-    if not uris or len(uris) > OBSERVED_FILES:
+@dataclass(frozen=True)
+class ObservedFiles:
+    """The files of a batch whose figures are observed: their URIs (`file_uris`) and each one's bin key."""
+
+    uris: tuple[str, ...]
+    keys: tuple[int, ...]
+
+
+def observed_files(spark: SparkSession, files: list[str]) -> ObservedFiles | None:
+    """The batch's `files` with their bin keys (`KEY_BITS`); None when they cannot be observed: none, more than
+    `OBSERVED_FILES`, or two files with one key."""
+    if not files or len(files) > OBSERVED_FILES:
+        return None
+    uris = file_uris(spark, files)
+    jvm: Any = spark._jvm
+    text, xxhash = jvm.org.apache.spark.unsafe.types.UTF8String, jvm.org.apache.spark.sql.catalyst.expressions.XXH64
+    keys = [xxhash.hashUTF8String(text.fromString(uri), _XXHASH_SEED) & KEY_BITS for uri in uris]
+    if len(set(keys)) != len(keys):
+        return None
+    return ObservedFiles(tuple(uris), tuple(keys))
+
+
+def observed_figures(source: FileSource, files: ObservedFiles | None) -> list[Column]:
+    """Aggregates to observe on a batch of `files` while it is written (none when there are no such files)."""
+    if files is None:
         return []
     corrupt, rescued = F.col(CORRUPT_COLUMN), F.col(RESCUED_COLUMN)
-    listed = F.array(*[F.lit(u) for u in uris])
-    index = F.call_function("array_position", listed, F.col("_source_file"))  # 1-based, 0 for another file
+    # Another file's rows fall in a bin of no key of the batch (a 53-bit key shared by chance aside), so they are seen.
+    index = F.xxhash64(F.col("_source_file")).bitwiseAND(F.lit(KEY_BITS))
 
     def per_file(rows: Column) -> Column:
         return F.to_json(F.call_function("histogram_numeric", F.when(rows, index), F.lit(OBSERVED_FILES)))
@@ -81,40 +106,43 @@ def observed_figures(source: FileSource, uris: list[str]) -> list[Column]:
     ]
 
 
-def _per_file(text: str | None, files: int, total: int) -> dict[int, int] | None:
-    """A histogram's bins as counts per file index; None unless each is a count of one of the files and they
-    add up to `total`."""
+def _per_file(text: str | None, keys: set[int], total: int) -> dict[int, int] | None:
+    """A histogram's bins as counts per file key; None unless each is a count of one of the `keys` and they add
+    up to `total`."""
     counts: dict[int, int] = {}
     for item in json.loads(text) if text else []:
         x, y = item["x"], item["y"]
-        if x != int(x) or not 1 <= x <= files or y != int(y) or int(x) in counts:
+        if x != int(x) or int(x) not in keys or y != int(y) or int(x) in counts:
             return None
         counts[int(x)] = int(y)
     return counts if sum(counts.values()) == total else None
 
 
-def read_observed(uris: list[str], metrics: dict[str, Any] | None) -> list[FileStats] | None:
+def read_observed(files: ObservedFiles, metrics: dict[str, Any] | None) -> list[FileStats] | None:
     """The per-file figures of `observed_figures`' `metrics`; None when they are missing, do not add up, or a
     row is to be parsed again (the batch is then read back)."""
     if not metrics or metrics["reparse"]:
         return None
+    keys = set(files.keys)
     per_file = {}
     for name in ("rows", "corrupt", "rescued"):
-        counts = _per_file(metrics[f"{name}_per_file"], len(uris), metrics[name])
+        counts = _per_file(metrics[f"{name}_per_file"], keys, metrics[name])
         if counts is None:
             return None
         per_file[name] = counts
     new_fields: dict[int, set[str]] = {}
     for item in json.loads(metrics["new_fields"] or "[]"):
         new_fields.setdefault(item["i"], set()).update(item["f"])
-    return [
+    uri_of = dict(zip(files.keys, files.uris, strict=True))
+    found = [
         FileStats(
-            uris[i - 1],
+            uri_of[k],
             n,
-            per_file["corrupt"].get(i, 0),
-            per_file["rescued"].get(i, 0),
+            per_file["corrupt"].get(k, 0),
+            per_file["rescued"].get(k, 0),
             0,
-            sorted(new_fields.get(i, ())),
+            sorted(new_fields.get(k, ())),
         )
-        for i, n in sorted(per_file["rows"].items())
+        for k, n in per_file["rows"].items()
     ]
+    return sorted(found, key=lambda f: f.file)

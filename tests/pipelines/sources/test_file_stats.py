@@ -8,7 +8,14 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 from pipelines.io.sources import batch_read_files, read_batch_by_reader
-from pipelines.sources.file_stats import OBSERVED_FILES, file_stats, file_uris, observed_figures, read_observed
+from pipelines.sources.file_stats import (
+    KEY_BITS,
+    OBSERVED_FILES,
+    file_stats,
+    observed_figures,
+    observed_files,
+    read_observed,
+)
 from pipelines.spec.sources import FileSource
 from pipelines.write.observed import observed
 
@@ -19,7 +26,7 @@ SOURCE = FileSource("items", "json", SCHEMA)
 def _observed(spark, frame, files, out):
     """Observed while written as Parquet (a file-source write, as a Delta table's batch is staged)."""
     observation = Observation()
-    observed_frame = frame.observe(observation, *observed_figures(SOURCE, file_uris(spark, files)))
+    observed_frame = frame.observe(observation, *observed_figures(SOURCE, observed_files(spark, files)))
     observed_frame.write.mode("overwrite").parquet(str(out))
     return observed(observation)
 
@@ -35,7 +42,7 @@ def test_observed_figures_equal_the_grouped_ones_and_are_refused_when_a_row_is_n
     frame = by_reader[0]
 
     metrics = _observed(spark, frame, files, tmp_path / "out")
-    got = read_observed(file_uris(spark, files), metrics)
+    got = read_observed(observed_files(spark, files), metrics)
     want = sorted(file_stats(frame, SOURCE), key=lambda s: s.file)
     assert got == want
     by_name = {s.file.rsplit("/", 1)[-1]: s for s in got}
@@ -46,6 +53,12 @@ def test_observed_figures_equal_the_grouped_ones_and_are_refused_when_a_row_is_n
 
     # A row of a file the batch does not name cannot be counted under one of its files: refused, not misread.
     only_clean = [str(clean)]
-    assert read_observed(file_uris(spark, only_clean), _observed(spark, frame, only_clean, tmp_path / "out")) is None
-    assert read_observed(file_uris(spark, files), None) is None
-    assert observed_figures(SOURCE, [str(clean)] * (OBSERVED_FILES + 1)) == []
+    others = _observed(spark, frame, only_clean, tmp_path / "out")
+    assert read_observed(observed_files(spark, only_clean), others) is None
+    assert read_observed(observed_files(spark, files), None) is None
+    # Each file's bin key is the one Spark computes for its rows' `_source_file`.
+    keys = frame.select(F.xxhash64("_source_file").alias("h")).distinct().collect()
+    assert {r.h & KEY_BITS for r in keys} == set(observed_files(spark, files).keys)
+    assert observed_files(spark, [f"{clean}{i}" for i in range(OBSERVED_FILES + 1)]) is None
+    assert observed_files(spark, [str(clean), str(clean)]) is None  # two files with one key
+    assert observed_figures(SOURCE, None) == []
