@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -75,3 +78,9 @@ def unchanged(ledger: dict[str, Fingerprint], seen: SeenFile, path: Path) -> boo
         return False
     ledger[seen.path] = current
     return True
+
+
+def record_unchanged(ledger: dict[str, Fingerprint], files: Iterable[tuple[SeenFile, Path]]) -> None:
+    """`unchanged` for each (seen, path), the files hashed in parallel (hashlib releases the GIL while it hashes)."""
+    with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+        list(pool.map(lambda item: unchanged(ledger, *item), files))

@@ -121,9 +121,9 @@ def check_all_read(table: str, landed: dict[str, Path], checkpoint: Path) -> Non
     seen = seen_files(checkpoint)
     ledger = file_ledger.load(checkpoint)
     recorded = len(ledger)
-    for name, entry in seen.items():
-        if name not in ledger and name in landed:
-            file_ledger.unchanged(ledger, entry, landed[name])
+    file_ledger.record_unchanged(
+        ledger, [(entry, landed[name]) for name, entry in seen.items() if name not in ledger and name in landed]
+    )
     if len(ledger) != recorded:
         file_ledger.save(checkpoint, ledger)
     unread = sorted(set(landed) - set(seen))
