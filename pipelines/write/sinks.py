@@ -169,11 +169,12 @@ class RecomputeMergeSink(Sink):
     def write(self, ctx: BatchContext, df: DataFrame) -> None:
         """MERGE the recomputed rows for the touched keys into the target table."""
         empty = ctx.holds_no_files(ctx.table)
-        if empty and self.upstream_keys is not None and not df.isEmpty():
-            keys = self.upstream_keys(ctx.spark, ctx.fmt)
-        else:
-            keys = self.affected(df)
-        touched = [r.asDict() for r in keys.distinct().collect()]
+        with ctx.clock.stage("batch.keys"):
+            if empty and self.upstream_keys is not None and not df.isEmpty():
+                keys = self.upstream_keys(ctx.spark, ctx.fmt)
+            else:
+                keys = self.affected(df)
+            touched = [r.asDict() for r in keys.distinct().collect()]
         if not touched:
             return
         days = [v for key in touched for v in key.values() if isinstance(v, date) and not isinstance(v, datetime)]
@@ -186,6 +187,8 @@ class RecomputeMergeSink(Sink):
             return
         rows = rows.persist()
         try:
-            ctx.merge(rows, ctx.table, Merge(self.keys), upserted=rows.count())
+            with ctx.clock.stage("batch.recompute"):
+                upserted = rows.count()
+            ctx.merge(rows, ctx.table, Merge(self.keys), upserted=upserted)
         finally:
             rows.unpersist()
