@@ -23,7 +23,6 @@ from pipelines.spec.held import countable, fingerprint, held_property, violation
 from pipelines.spec.rules import REASONS_COLUMN, WARNINGS_COLUMN, Rule, passes_rules, rule_failure_counts
 from pipelines.spec.strategy import Reprocess, Sink
 from pipelines.spec.tables import OutputTable
-from pipelines.write.kept_rows import kept_rows
 from pipelines.write.sinks import BatchContext
 
 # The batch's rows a commit accounts for: on the table's commit its valid rows (the rows it added plus the
@@ -81,8 +80,11 @@ class ValidateDedupeSink(Sink):
 
     def write(self, ctx: BatchContext, df: DataFrame) -> None:
         """Quarantine, fail, or deduplicate and append each row of the batch."""
-        with kept_rows(df.withColumn("_batch_id", F.lit(ctx.batch_id).cast("long"))) as batch:
+        batch = df.withColumn("_batch_id", F.lit(ctx.batch_id).cast("long")).persist()
+        try:
             self._write(ctx, batch)
+        finally:
+            batch.unpersist()
 
     def stats(self, rows: DataFrame, expectations: tuple[Expectation, ...] = ()) -> Row:
         """Counts of `rows`: all, invalid, valid with warnings, each rule's failures (`rule:<name>`), the valid
@@ -139,7 +141,7 @@ class ValidateDedupeSink(Sink):
         return invalid.withColumn(QUARANTINE_IDENTITY, quarantine_identity(rows))
 
     def _write(self, ctx: BatchContext, batch: DataFrame) -> None:
-        with ctx.clock.stage("batch.stats"):  # (the first pass over the batch: it keeps the rows)
+        with ctx.clock.stage("batch.stats"):  # (the first pass over the batch: it fills the cache)
             stats = self.stats(batch, ctx.expectations)
         if stats["rows"] == 0:
             return
