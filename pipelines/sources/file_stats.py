@@ -54,14 +54,15 @@ def file_stats(batch: DataFrame, source: FileSource) -> list[FileStats]:
     return [FileStats(r[0], r[1], r[2], r[3], r[4], sorted(r[5])) for r in rows.collect()]
 
 
-def file_uris(spark: SparkSession, files: list[str]) -> list[str]:
+def _file_uris(spark: SparkSession, files: list[str]) -> list[str]:
     """The local `files` as Spark's `_metadata.file_path` names them (`java.io.File.toURI`)."""
     return [spark._jvm.java.io.File(f).toURI().toString() for f in files]  # type: ignore[union-attr]
 
 
 @dataclass(frozen=True)
 class ObservedFiles:
-    """The files of a batch whose figures are observed: their URIs (`file_uris`) and each one's bin key."""
+    """The files of a batch whose figures are observed: their URIs (as `_metadata.file_path` names them) and each
+    one's bin key."""
 
     uris: tuple[str, ...]
     keys: tuple[int, ...]
@@ -72,7 +73,7 @@ def observed_files(spark: SparkSession, files: list[str]) -> ObservedFiles | Non
     `OBSERVED_FILES`, or two files with one key."""
     if not files or len(files) > OBSERVED_FILES:
         return None
-    uris = file_uris(spark, files)
+    uris = _file_uris(spark, files)
     jvm: Any = spark._jvm
     text, xxhash = jvm.org.apache.spark.unsafe.types.UTF8String, jvm.org.apache.spark.sql.catalyst.expressions.XXH64
     keys = [xxhash.hashUTF8String(text.fromString(uri), _XXHASH_SEED) & KEY_BITS for uri in uris]
