@@ -108,6 +108,49 @@ class TableMetadata:
         """Top-level fields of a schema (default: the current one)."""
         return self.schemas.get(self.current_schema_id if schema_id is None else schema_id, [])
 
+    def spark_columns(self) -> dict[str, str | None]:
+        """The current schema's columns as Spark names their types (`DataType.simpleString`: `timestamptz` is
+        `timestamp`, `long` is `bigint`); None for a type Spark has no name for here."""
+        return {f["name"]: spark_type(f["type"]) for f in self.fields()}
+
+
+# Iceberg's primitive types as Spark reads them (Spark's simpleString).
+_SPARK_PRIMITIVES = {
+    "boolean": "boolean",
+    "int": "int",
+    "long": "bigint",
+    "float": "float",
+    "double": "double",
+    "date": "date",
+    "timestamptz": "timestamp",
+    "timestamp": "timestamp_ntz",
+    "string": "string",
+    "uuid": "string",
+    "binary": "binary",
+}
+
+
+def spark_type(iceberg: str | dict) -> str | None:
+    """An Iceberg type (as `metadata.json` writes it) as Spark's simpleString; None when not known here."""
+    if isinstance(iceberg, str):
+        decimal = re.fullmatch(r"decimal\(\s*(\d+)\s*,\s*(\d+)\s*\)", iceberg)
+        if decimal:
+            return f"decimal({decimal[1]},{decimal[2]})"
+        return "binary" if iceberg.startswith("fixed[") else _SPARK_PRIMITIVES.get(iceberg)
+    kind = iceberg.get("type")
+    if kind == "list":
+        element = spark_type(iceberg["element"])
+        return None if element is None else f"array<{element}>"
+    if kind == "map":
+        key, value = spark_type(iceberg["key"]), spark_type(iceberg["value"])
+        return None if key is None or value is None else f"map<{key},{value}>"
+    if kind == "struct":
+        fields = [(f["name"], spark_type(f["type"])) for f in iceberg.get("fields", [])]
+        if any(t is None for _, t in fields):
+            return None
+        return f"struct<{','.join(f'{n}:{t}' for n, t in fields)}>"
+    return None
+
 
 def parse_timestamp_ms(text: str) -> int:
     """Milliseconds since the epoch for an ISO-8601 timestamp or date; naive values are UTC."""
