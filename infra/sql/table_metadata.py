@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
 from infra.errors import ConfigError, TributaryError
+
+if TYPE_CHECKING:
+    from pyspark.sql.types import StructField
 
 
 @dataclass(frozen=True)
@@ -112,6 +117,15 @@ class TableMetadata:
         """The current schema's columns as Spark names their types (`DataType.simpleString`: `timestamptz` is
         `timestamp`, `long` is `bigint`); None for a type Spark has no name for here."""
         return {f["name"]: spark_type(f["type"]) for f in self.fields()}
+
+    def stands_as(self, declared: Iterable[StructField], allow_added: bool = False) -> bool:
+        """Whether the table holds every `declared` column at its type, and no other column unless `allow_added`.
+        False for any doubt: the caller then asks Spark, which adds a column or names the difference."""
+        have = self.spark_columns()
+        want = {f.name: f.dataType.simpleString() for f in declared}
+        if not allow_added and set(have) != set(want):
+            return False
+        return all(have.get(name) == kind for name, kind in want.items())
 
 
 # Iceberg's primitive types as Spark reads them (Spark's simpleString).

@@ -81,20 +81,8 @@ class IcebergFormat:
         spark.sql(f"CREATE TABLE IF NOT EXISTS {qualified} ({ddl}) USING iceberg{partition} TBLPROPERTIES ({props})")
 
     def _stands_as_declared(self, spark: SparkSession, table: OutputTable, allow_added: bool) -> bool:
-        """Whether the table exists with every declared column at its declared type (and no other column unless
-        `allow_added`), read from its local metadata: then `ensure_table` has nothing to do and asks Spark nothing
-        (a namespace command, a catalog lookup and a schema: about 40 ms a table on every run). Any doubt, and a
-        catalog without local metadata, leave it to the Spark path, which adds, checks and names the fault."""
-        if not self.settings.uses_sqlite or not self.exists(spark, table.name):
-            return False
-        metadata = self._local_metadata(table.name)
-        if metadata is None:
-            return False
-        have = metadata.spark_columns()
-        want = {f.name: f.dataType.simpleString() for f in table.schema.fields}
-        if not allow_added and set(have) != set(want):
-            return False
-        return all(have.get(name) == kind for name, kind in want.items())
+        found = self.settings.uses_sqlite and self.exists(spark, table.name) and self._local_metadata(table.name)
+        return bool(found) and found.stands_as(table.schema.fields, allow_added)  # type: ignore[union-attr]
 
     def columns(self, spark: SparkSession, name: str) -> list[str]:
         """The table's column names now (from its metadata)."""
