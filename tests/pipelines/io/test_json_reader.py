@@ -211,3 +211,15 @@ def test_the_scan_reads_in_chunks_and_sees_across_their_edges(spark: SparkSessio
     path.write_bytes(b'{"id":"x"}\n{"id":"\xc3')  # a character cut off at the end
     assert reads_alike(spark, [path], SCHEMA.names, chunk=7) == [False]
     assert reads_alike(spark, [tmp_path / "missing.json"], SCHEMA.names) == [False]
+
+
+def test_keys_in_any_order_are_judged_alike(spark: SparkSession, tmp_path: Path) -> None:
+    # The scan tries the name after the last one it found first: other orders, repeats and a near-miss name must be
+    # judged as in any order.
+    path = tmp_path / "f.json"
+    usual = '{"id":"u","qty":1,"price":1.5,"day":"2026-01-01","at":null,"ok":true}\n'
+    others = '{"ok":false,"at":null,"day":null,"price":2,"qty":2,"id":"r"}\n{"qty":3,"qty":4,"id":"s"}\n'
+    path.write_bytes((usual * 3 + others + usual).encode())
+    assert reads_alike(spark, [path], SCHEMA.names, {"price": 2}) == [True]
+    path.write_bytes((usual + '{"id":"u","qtx":1}\n' + usual).encode())
+    assert reads_alike(spark, [path], SCHEMA.names) == [False]

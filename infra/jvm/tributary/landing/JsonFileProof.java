@@ -83,6 +83,12 @@ public final class JsonFileProof {
           filled += n;
         }
         for (int i = start; i < filled; i++) {
+          int accepted = i == start ? strict.acceptedLineEnd(buf, start, filled) : -1;
+          if (accepted >= 0) {
+            i = accepted; // the common line, judged and ended in one pass
+            start = i + 1;
+            continue;
+          }
           if (buf[i] == '\n' || buf[i] == '\r') {
             if (!strict.accepts(buf, start, i) && !lineAlike(buf, start, i, declared, decimals)) {
               return false;

@@ -35,6 +35,8 @@ final class StrictJsonObject {
   private int pos;
   private int end;
   private boolean escaped;
+  // The declared name most likely to come next (`declared`).
+  private int next;
 
   StrictJsonObject(Collection<String> declared, Map<String, Integer> decimals) {
     names = declared.stream().map(n -> n.getBytes(StandardCharsets.UTF_8)).toArray(byte[][]::new);
@@ -52,6 +54,25 @@ final class StrictJsonObject {
     }
     skipSpace();
     return pos == end;
+  }
+
+  /**
+   * The position of the CR or LF that ends the line starting at {@code from} when that line is such an object, else
+   * -1 (not such an object, or no line end before {@code to}). One pass finds the line's end and judges it: no byte
+   * this test accepts inside an object is a CR or LF, so the object it reads ends before the line does, and where it
+   * accepts {@code buf[from, p)} followed by a line end at {@code p}, {@link #accepts} accepts the line {@code [from,
+   * p)} too.
+   */
+  int acceptedLineEnd(byte[] line, int from, int to) {
+    buf = line;
+    pos = from;
+    end = to;
+    skipSpace();
+    if (!at('{') || !object(1, true)) {
+      return -1;
+    }
+    skipSpace();
+    return pos < end && (buf[pos] == '\n' || buf[pos] == '\r') ? pos : -1;
   }
 
   /** After a key: the colon, the value (fitting {@code scale} unless it is -1) and the white space after it. */
@@ -277,13 +298,24 @@ final class StrictJsonObject {
 
   /** The index of the declared name {@code buf[from, to)}, else -1. */
   private int declared(int from, int to) {
+    // Producers mostly write keys in one order: the name after the last one found is tried first.
+    int guess = next < names.length ? next : 0;
+    if (isName(guess, from, to)) {
+      next = guess + 1;
+      return guess;
+    }
     for (int i = 0; i < names.length; i++) {
-      byte[] name = names[i];
-      if (name.length == to - from && Arrays.equals(name, 0, name.length, buf, from, to)) {
+      if (isName(i, from, to)) {
+        next = i + 1;
         return i;
       }
     }
     return -1;
+  }
+
+  private boolean isName(int index, int from, int to) {
+    byte[] name = names[index];
+    return name.length == to - from && Arrays.equals(name, 0, name.length, buf, from, to);
   }
 
   private boolean at(char c) {
