@@ -45,15 +45,7 @@ final class StrictJsonObject {
 
   /** Whether {@code line[from, to)} is such an object (see the class comment). */
   boolean accepts(byte[] line, int from, int to) {
-    buf = line;
-    pos = from;
-    end = to;
-    skipSpace();
-    if (!at('{') || !object(1, true)) {
-      return false;
-    }
-    skipSpace();
-    return pos == end;
+    return objectEnd(line, from, to) == to;
   }
 
   /**
@@ -64,6 +56,12 @@ final class StrictJsonObject {
    * p)} too.
    */
   int acceptedLineEnd(byte[] line, int from, int to) {
+    int at = objectEnd(line, from, to);
+    return at >= 0 && at < to && (line[at] == '\n' || line[at] == '\r') ? at : -1;
+  }
+
+  /** Where the white space after such an object starting at {@code from} ends, or -1 when there is none. */
+  private int objectEnd(byte[] line, int from, int to) {
     buf = line;
     pos = from;
     end = to;
@@ -72,7 +70,7 @@ final class StrictJsonObject {
       return -1;
     }
     skipSpace();
-    return pos < end && (buf[pos] == '\n' || buf[pos] == '\r') ? pos : -1;
+    return pos;
   }
 
   /** After a key: the colon, the value (fitting {@code scale} unless it is -1) and the white space after it. */
