@@ -1,6 +1,6 @@
 """The validating sink: row rules split a batch into valid rows and quarantine, valid rows are deduplicated by key.
 
-Each commit it makes also records what its writer counted in the batch's one aggregation (`ROWS_READ_PROPERTY`
+Each commit it makes also records what its writer counted in the batch's one counting pass (`ROWS_READ_PROPERTY`
 below, and the row expectations that held, `pipelines.spec.held`), in the same commit as the rows: a check can
 then account for every row from commit metadata instead of scanning the tables again (`quality.pipeline_ledger`).
 """
@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from functools import reduce
 from typing import ClassVar
 
-from pyspark.sql import Column, DataFrame, Row, Window
+from pyspark.sql import Column, DataFrame, Observation, Row, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
@@ -23,7 +23,8 @@ from pipelines.spec.held import countable, fingerprint, held_property, violation
 from pipelines.spec.rules import REASONS_COLUMN, WARNINGS_COLUMN, Rule, passes_rules, rule_failure_counts
 from pipelines.spec.strategy import Reprocess, Sink
 from pipelines.spec.tables import OutputTable
-from pipelines.write.sinks import BatchContext
+from pipelines.write.observed import observed
+from pipelines.write.sinks import ROWS_IN, BatchContext
 
 # The batch's rows a commit accounts for: on the table's commit its valid rows (the rows it added plus the
 # duplicates it dropped), on the quarantine table's commit its invalid rows (added plus records sent again).
@@ -79,14 +80,30 @@ class ValidateDedupeSink(Sink):
         return tuple(self.output.schema.names)
 
     def write(self, ctx: BatchContext, df: DataFrame) -> None:
-        """Quarantine, fail, or deduplicate and append each row of the batch."""
-        batch = df.withColumn("_batch_id", F.lit(ctx.batch_id).cast("long")).persist()
+        """Quarantine, fail, or deduplicate and append each row of the batch.
+
+        Two passes over the batch: the first counts it (observed) and caches its invalid rows, usually few; the
+        second writes the valid rows. Caching the whole batch instead, to read it once, cost more than the second
+        scan saves: on 1 M events in one task the cache took 5.4-6.5 s to fill, the counting pass 4.0-4.6 s.
+        """
+        batch = df.withColumn("_batch_id", F.lit(ctx.batch_id).cast("long"))
+        observation = Observation()
+        invalid = self.quarantine_rows(batch.observe(observation, *self.stat_columns(batch, ctx.expectations)))
+        invalid = invalid.persist()
         try:
-            self._write(ctx, batch)
+            with ctx.clock.stage("batch.stats"):
+                invalid.count()
+                figures = observed(observation)
+                stats = Row(**figures) if figures is not None else self.stats(batch, ctx.expectations)
+            self._write(ctx, batch, invalid, stats)
         finally:
-            batch.unpersist()
+            invalid.unpersist()
 
     def stats(self, rows: DataFrame, expectations: tuple[Expectation, ...] = ()) -> Row:
+        """Counts of `rows` (`stat_columns`)."""
+        return rows.agg(*self.stat_columns(rows, expectations)).collect()[0]
+
+    def stat_columns(self, rows: DataFrame, expectations: tuple[Expectation, ...] = ()) -> list[Column]:
         """Counts of `rows`: all, invalid, valid with warnings, each rule's failures (`rule:<name>`), the valid
         rows' event-time range as microseconds (`lo`, `hi`), and the valid rows each countable expectation of
         `expectations` does not accept (`expect:<index>`, `pipelines.spec.held`)."""
@@ -96,7 +113,7 @@ class ValidateDedupeSink(Sink):
             for i, e in enumerate(expectations)
             if countable(e, rows.columns)
         ]
-        return rows.agg(
+        return [
             F.count(F.lit(1)).alias("rows"),
             F.sum((~is_valid).cast("long")).alias("invalid"),
             F.sum((is_valid & (F.size(WARNINGS_COLUMN) > 0)).cast("long")).alias("warned"),
@@ -108,7 +125,7 @@ class ValidateDedupeSink(Sink):
             F.sum((is_valid & reduce(operator.or_, [F.col(k).isNull() for k in self.keys])).cast("long")).alias(
                 "null_keys"
             ),
-        ).collect()[0]
+        ]
 
     def held(self, stats: Row, expectations: tuple[Expectation, ...]) -> list[str]:
         """The fingerprints of the expectations every row this sink writes from a batch meets: those no valid
@@ -140,18 +157,16 @@ class ValidateDedupeSink(Sink):
             return invalid
         return invalid.withColumn(QUARANTINE_IDENTITY, quarantine_identity(rows))
 
-    def _write(self, ctx: BatchContext, batch: DataFrame) -> None:
-        with ctx.clock.stage("batch.stats"):  # (the first pass over the batch: it fills the cache)
-            stats = self.stats(batch, ctx.expectations)
+    def _write(self, ctx: BatchContext, batch: DataFrame, invalid_rows: DataFrame, stats: Row) -> None:
         if stats["rows"] == 0:
             return
-        ctx.metrics["rows_in"] += stats["rows"]
+        ctx.metrics[ROWS_IN] += stats["rows"]
         for rule in self.rules:
             ctx.metrics[f"rule_failures:{rule.name}"] += stats[f"rule:{rule.name}"] or 0
         failing = self.failed_fail_rule(stats)
         if failing:
             rule, failed = failing
-            example = batch.filter(F.array_contains(REASONS_COLUMN, rule.name)).limit(1).collect()[0]
+            example = invalid_rows.filter(F.array_contains("reasons", rule.name)).limit(1).collect()[0]
             raise PipelineError(
                 f"table {ctx.table}: rule {rule.name!r} ({rule.description or rule.expr}) failed for "
                 f"{failed} row(s); e.g. in file {example['_source_file']}: "
@@ -161,7 +176,7 @@ class ValidateDedupeSink(Sink):
         if invalid:
             replayed = ctx.already_committed(self.quarantine_table)
             ledger = {ROWS_READ_PROPERTY: str(invalid)}
-            added = ctx.append(self._new_quarantine(ctx, batch), self.quarantine_table, ledger)
+            added = ctx.append(self._new_quarantine(ctx, invalid_rows), self.quarantine_table, ledger)
             if not replayed:
                 ctx.metrics["rows_quarantined"] += added
                 ctx.metrics["duplicates_dropped"] += invalid - added
@@ -179,27 +194,31 @@ class ValidateDedupeSink(Sink):
         ctx.metrics["duplicates_dropped"] += valid_rows - added
 
     def _not_stored(self, ctx: BatchContext, first: DataFrame) -> DataFrame:
-        """The rows of `first` whose key the table does not hold yet.
+        """The rows of `first` whose key the table does not hold yet (`absent`): a key is stored once, whatever
+        the event time of a later copy."""
+        return absent(ctx, first, ctx.table, self.keys)
 
-        A key is stored once, whatever the event time of a later copy: every stored row of the batch's keys is
-        looked up (a semi join, so only matches travel; the key columns alone are read). A table without data files
-        (a first load) holds none, and the lookup would compute the batch's first rows twice.
-        """
-        if ctx.holds_no_files(ctx.table):
-            return first
-        keys = list(self.keys)
-        stored = ctx.fmt.read(ctx.spark, ctx.table).select(*keys).join(first.select(*keys), keys, "left_semi")
-        return first.join(stored, keys, "left_anti")
-
-    def _new_quarantine(self, ctx: BatchContext, batch: DataFrame) -> DataFrame:
+    def _new_quarantine(self, ctx: BatchContext, rows: DataFrame) -> DataFrame:
         """Quarantine rows, without those whose original record is already quarantined (a file sent again).
 
         The record as landed (`raw_record`) is the identity of a rejected row: an invalid row has no trusted key.
         """
-        rows = self.quarantine_rows(batch)
         if QUARANTINE_IDENTITY not in self.quarantine_columns:
             return rows.select(*self.quarantine_columns)
         order = Window.partitionBy(QUARANTINE_IDENTITY).orderBy(*self.order_by)
         first = rows.withColumn("_n", F.row_number().over(order)).filter("_n = 1").select(*self.quarantine_columns)
-        existing = ctx.fmt.read(ctx.spark, self.quarantine_table).select(QUARANTINE_IDENTITY)
-        return first.join(existing, QUARANTINE_IDENTITY, "left_anti").select(*self.quarantine_columns)
+        return absent(ctx, first, self.quarantine_table, (QUARANTINE_IDENTITY,))
+
+
+def absent(ctx: BatchContext, rows: DataFrame, table: str, keys: tuple[str, ...]) -> DataFrame:
+    """The `rows` whose `keys` `table` does not hold.
+
+    Every stored row of the batch's keys is looked up: a semi join against the batch's keys, so only matches
+    travel and the key columns alone are read; the anti join of the batch against them stays small. A table
+    without data files (a first load) holds none, and the lookup would compute the rows twice.
+    """
+    if ctx.holds_no_files(table):
+        return rows
+    names = list(keys)
+    stored = ctx.fmt.read(ctx.spark, table).select(*names).join(rows.select(*names), names, "left_semi")
+    return rows.join(stored, names, "left_anti")
