@@ -23,7 +23,7 @@ from pipelines.datasets import default_registry
 from pipelines.datasets.ecommerce.sample_data import generate
 from pipelines.datasets.ecommerce.tables import LANDED_SCHEMA
 from pipelines.io.formats import table_format
-from pipelines.io.iceberg import DEFAULT_TABLE_PROPERTIES, LANDING_WRITE_OPTIONS
+from pipelines.io.iceberg_options import DEFAULT_TABLE_PROPERTIES, LANDING_WRITE_OPTIONS
 from pipelines.io.landing_parse import CORRUPT_COLUMN, read_csv_headers, utf8_text, with_corrupt
 from pipelines.io.sources import batch_read_files, read_batch_by_reader
 from pipelines.run.runner import run_table

@@ -23,7 +23,7 @@ from pyspark.sql import functions as F
 from infra.settings import Settings
 from pipelines.datasets.ecommerce.tables import LANDED_SCHEMA, daily_revenue, event_counts_5m, events
 from pipelines.io.formats import table_format
-from pipelines.io.iceberg import DEFAULT_TABLE_PROPERTIES
+from pipelines.io.iceberg_options import DEFAULT_TABLE_PROPERTIES
 from pipelines.io.landing_parse import CORRUPT_COLUMN, REJECTED_COLUMN, with_corrupt
 from pipelines.spec.registry import Registry
 

@@ -28,21 +28,10 @@ from pipelines.io.iceberg_history import (
     appended_since,
     table_uuid,
 )
+from pipelines.io.iceberg_options import DEFAULT_TABLE_PROPERTIES, LANDING_WRITE_OPTIONS, STREAM_READ_OPTIONS
 from pipelines.io.iceberg_rows import append_rows, read_rows
 from pipelines.io.partition_grain import chosen_partitions, table_grain, widened
 from pipelines.spec.tables import OutputTable
-
-# How a landing batch is written: its rows share one `_ingested_at` day (one timestamp per micro-batch), so each
-# task writes its own files, without the shuffle of Iceberg's default hash distribution; fanout keeps any input right.
-LANDING_WRITE_OPTIONS = {"distribution-mode": "none", "fanout-enabled": "true"}
-
-# Keep metadata from growing without bound: old metadata.json files are deleted after each commit.
-DEFAULT_TABLE_PROPERTIES = {
-    "format-version": "2",
-    "write.metadata.delete-after-commit.enabled": "true",
-    "write.metadata.previous-versions-max": "50",
-    "write.parquet.compression-codec": "zstd",
-}
 
 
 class IcebergFormat:
@@ -186,17 +175,8 @@ class IcebergFormat:
 
     def read_stream(self, spark: SparkSession, name: str, checkpoint: Path | None = None) -> DataFrame:
         """Iceberg's streaming source over the table's appends (a new stream starts at the table's oldest snapshot,
-        whatever `checkpoint` holds).
-
-        Overwrite and delete snapshots are skipped: only a reprocess or a backfill (`pipelines.ops.reprocess`) makes
-        them, replacing rows the stream has already carried downstream, so re-reading them would add them twice.
-        """
-        return (
-            spark.readStream.format("iceberg")
-            .option("streaming-skip-overwrite-snapshots", "true")
-            .option("streaming-skip-delete-snapshots", "true")
-            .load(self.qualified(name))
-        )
+        whatever `checkpoint` holds), read with `STREAM_READ_OPTIONS`."""
+        return spark.readStream.format("iceberg").options(**STREAM_READ_OPTIONS).load(self.qualified(name))
 
     def consumer_caught_up(self, spark: SparkSession | None, name: str, checkpoint: Path) -> bool:
         """The newest data snapshot (compactions add no rows and are not streamed) is the one the stream's last

@@ -1,4 +1,5 @@
-"""Staged appends (write-audit-publish): invisible and uncommitted until published, committed exactly once after."""
+"""Staged appends (write-audit-publish): invisible and uncommitted until published, committed exactly once after;
+and how a stream splits a table's files into tasks."""
 
 from __future__ import annotations
 
@@ -44,3 +45,24 @@ def test_a_staged_batch_is_committed_only_by_its_publication(spark: SparkSession
     assert fmt.committed_batches(spark, "bronze.staged", "x") == {0}
     assert fmt.committed_batches(spark, "bronze.staged", "w", since=1) == {1}  # the walk stops below `since`
     assert fmt.append(spark.createDataFrame([(4,), (5,)], SCHEMA), "bronze.staged", "w", 2) == 2
+
+
+def test_a_stream_reads_a_first_load_of_several_files_in_several_tasks(
+    spark: SparkSession, fresh_settings: Settings, tmp_path
+) -> None:
+    # Eight appends make eight small files; each weighs 1 MB in Iceberg's split planning and a split holds 4 MB,
+    # so a micro-batch reads them in two tasks (Iceberg's defaults put every one into a single task).
+    fmt = table_format(fresh_settings)
+    fmt.ensure_table(spark, OutputTable("bronze.split", SCHEMA))
+    for n in range(8):
+        fmt.append(spark.createDataFrame([(n,)], SCHEMA), "bronze.split", "w", n)
+    tasks: list[int] = []
+    query = (
+        fmt.read_stream(spark, "bronze.split")
+        .writeStream.foreachBatch(lambda df, _: tasks.append(df.rdd.getNumPartitions()))
+        .option("checkpointLocation", str(tmp_path / "checkpoint"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    query.awaitTermination()
+    assert tasks == [2]
