@@ -26,7 +26,7 @@ from pipelines.io.sources import (
 from pipelines.sources import file_health
 from pipelines.sources.base import Accounting, Run
 from pipelines.sources.landed_lines import landed_vs_bronze
-from pipelines.sources.report import count_landed
+from pipelines.sources.report import count_rows_in
 from pipelines.sources.reread import reread_files
 from pipelines.sources.stream_query import StreamedKind
 from pipelines.spec.expectations import not_null
@@ -118,7 +118,7 @@ class FileKind(StreamedKind):
 
     def count_rows(self, run: Run) -> None:
         """Rows in are the landed records, not the lines the stream counted."""
-        count_landed(
+        count_rows_in(
             run.report,
             run.metrics.pop(file_health.LANDED_ROWS, 0),
             run.metrics.pop(file_health.LANDED_BATCHES, 0),

@@ -51,9 +51,10 @@ class RunReport:
         return self.metrics.get(f"rows_written:{name}", 0) + self.metrics.get(f"rows_upserted:{name}", 0)
 
 
-def count_landed(report: RunReport, rows: int, data_batches: int) -> None:
-    """A file source's rows in: its landed records (`pipelines.sources.file_health.record`), not the lines Spark's
-    stream counted (header and blank lines included, files read by the CSV reader left out)."""
+def count_rows_in(report: RunReport, rows: int, data_batches: int) -> None:
+    """Set the run's rows in where the stream's own count is not them: a file source's landed records
+    (`pipelines.sources.file_health.record`), not the lines Spark's stream counted (header and blank lines
+    included, files read by the CSV reader left out); the rows a sink counted (`pipelines.write.sinks.ROWS_IN`)."""
     report.rows_in = rows
     report.data_batches = data_batches
     busy_ms = sum(report.batch_durations_ms)

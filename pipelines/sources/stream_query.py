@@ -22,10 +22,10 @@ from pipelines.io.checkpoints import mark_finished, pin_initial_offsets, plan_ow
 from pipelines.io.landing_parse import CsvHeaders
 from pipelines.sources import file_health, progress, streams
 from pipelines.sources.base import Run, SourceKind
-from pipelines.sources.report import fill_from_progress
+from pipelines.sources.report import count_rows_in, fill_from_progress
 from pipelines.spec.modes import check_query_mode
 from pipelines.spec.tables import TableSpec
-from pipelines.write.sinks import BatchContext
+from pipelines.write.sinks import ROWS_IN, BatchContext
 
 # A CSV file that lands while a run starts has no header in the run's plan: the query restarts to read it.
 _HEADER_RESTARTS = 3
@@ -63,7 +63,12 @@ class StreamedKind(SourceKind):
         return None
 
     def count_rows(self, run: Run) -> None:
-        """Correct the rows the query counted in, where the source knows better."""
+        """Correct the rows the query counted in, where the source or the sink knows better. Spark counts a
+        batch's rows each time the batch is read, and a validating sink reads its batch more than once: the rows
+        it counted (`ROWS_IN`) are the rows in."""
+        counted = run.metrics.get(ROWS_IN)
+        if counted is not None:
+            count_rows_in(run.report, counted, run.report.data_batches)
 
     def nothing_to_read(self, run: Run) -> bool:
         """Owed batches planned first (a no-data batch, an expired first snapshot); then whether all was read."""

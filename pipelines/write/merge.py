@@ -17,7 +17,7 @@ from infra.errors import ConfigError
 from infra.identifiers import check_column_names
 from pipelines.io.formats import Merge
 from pipelines.spec.strategy import Sink
-from pipelines.write.sinks import BatchContext
+from pipelines.write.sinks import ROWS_IN, BatchContext
 
 
 @dataclass(frozen=True)
@@ -116,7 +116,7 @@ class CdcSink(Sink):
             rows, bad = stats[0]["rows"], stats[0]["bad"] or 0
             if not rows:
                 return
-            ctx.metrics["rows_in"] += rows
+            ctx.metrics[ROWS_IN] += rows
             ctx.metrics["cdc_rows_invalid"] += bad
             changes = batch.filter(valid).select(*cols).dropDuplicates([self.key, self.sequence])
             self._apply(ctx, changes)

@@ -25,6 +25,10 @@ from pipelines.io.formats import Merge, Staged, TableFormat
 from pipelines.spec.expectations import Expectation
 from pipelines.spec.strategy import Reprocess, Sink
 
+# The metric of the rows a sink was handed, counted by a sink that reads its batch more than once (Spark's own
+# count of a query's input rows counts every read).
+ROWS_IN = "rows_in"
+
 
 @dataclass
 class BatchContext:
