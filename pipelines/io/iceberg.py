@@ -113,9 +113,7 @@ class IcebergFormat:
         with `LANDING_WRITE_OPTIONS` (the one caller stages landing batches)."""
         qualified = self.qualified(name)
         spark = df.sparkSession  # a streaming query's own session: the WAP id touches no other query's writes
-        enabled = spark.sql(f"SHOW TBLPROPERTIES {qualified} ('write.wap.enabled')").collect()
-        if not enabled or enabled[0].value != "true":
-            spark.sql(f"ALTER TABLE {qualified} SET TBLPROPERTIES ('write.wap.enabled'='true')")
+        iceberg_history.enable_staging(spark, qualified)
         wap_id = f"{WAP_PREFIX}/{writer}/{batch_id}/{uuid.uuid4().hex[:12]}"
         spark.conf.set("spark.wap.id", wap_id)
         try:
@@ -128,16 +126,10 @@ class IcebergFormat:
             )
         finally:
             spark.conf.unset("spark.wap.id")
-        rows = spark.sql(
-            f"SELECT snapshot_id, parent_id, summary['added-records'] AS n FROM {qualified}.snapshots "
-            "WHERE summary['wap.id'] = :id",
-            args={"id": wap_id},
-        ).collect()
-        current = self.current_snapshot(spark, name)
-        if len(rows) != 1 or (current is not None and current.snapshot_id == rows[0].snapshot_id):
+        staged = iceberg_history.staged_snapshot(spark, qualified, wap_id)
+        if staged is None:
             raise PipelineError(f"table {name}: batch {batch_id} was not staged off the main branch (wap.id {wap_id})")
-        row = rows[0]
-        return Staged(row.snapshot_id, row.parent_id, int(row.n or 0))
+        return Staged(*staged)
 
     def read_staged(self, spark: SparkSession, name: str, staged: Staged) -> DataFrame:
         """The staged snapshot's appended rows: an incremental read from its parent (the whole snapshot if none)."""

@@ -78,6 +78,31 @@ def added_rows(spark: SparkSession, qualified: str, writer: str, batch_id: int) 
     return 0
 
 
+def enable_staging(spark: SparkSession, qualified: str) -> None:
+    """Let the table take staged appends (`write.wap.enabled`), set once in its lifetime."""
+    table = load_table(spark, qualified)
+    if table.properties().get("write.wap.enabled") != "true":
+        table.updateProperties().set("write.wap.enabled", "true").commit()
+
+
+def staged_snapshot(spark: SparkSession, qualified: str, wap_id: str) -> tuple[int, int | None, int] | None:
+    """The snapshot staged with `wap_id` (unique: it ends in a random part) as (snapshot id, parent id, rows
+    added); None unless it exists off the main branch. Searched newest first: it was just added."""
+    table = load_table(spark, qualified)
+    snapshots = table.operations().current().snapshots()
+    current = table.currentSnapshot()
+    for i in range(snapshots.size() - 1, -1, -1):
+        snapshot = snapshots.get(i)
+        summary = snapshot.summary()
+        if summary.get("wap.id") != wap_id:
+            continue
+        if current is not None and current.snapshotId() == snapshot.snapshotId():
+            return None
+        parent, added = snapshot.parentId(), summary.get("added-records")
+        return int(snapshot.snapshotId()), None if parent is None else int(parent), int(added or 0)
+    return None
+
+
 def table_uuid(spark: SparkSession, qualified: str) -> str:
     """The table's UUID: a table dropped and created again under the same name has another."""
     return str(load_table(spark, qualified).uuid().toString())
