@@ -5,7 +5,7 @@ after the run when the declaration says so."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import DataFrame
 
@@ -123,6 +123,10 @@ class FileKind(StreamedKind):
             run.metrics.pop(file_health.LANDED_ROWS, 0),
             run.metrics.pop(file_health.LANDED_BATCHES, 0),
         )
+
+    def rows_so_far(self, run: Run, done: list[dict[str, Any]]) -> int:
+        """The landed records of the batches written so far."""
+        return run.metrics[file_health.LANDED_ROWS]
 
     def after_run(self, run: Run, skipped: bool) -> None:
         """Every file landed when the run started was read (fingerprinted); then archive them if declared. A

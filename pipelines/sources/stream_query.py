@@ -70,6 +70,12 @@ class StreamedKind(SourceKind):
         if counted is not None:
             count_rows_in(run.report, counted, run.report.data_batches)
 
+    def rows_so_far(self, run: Run, done: list[dict[str, Any]]) -> int:
+        """The rows in of the batches `done` so far, for the live progress line: as `count_rows` counts them."""
+        if ROWS_IN in run.metrics:
+            return run.metrics[ROWS_IN]
+        return sum(int(p.get("numInputRows", 0)) for p in done) // streams.source_copies(run.spec)
+
     def nothing_to_read(self, run: Run) -> bool:
         """Owed batches planned first (a no-data batch, an expired first snapshot); then whether all was read."""
         plan_owed_no_data_batch(run.checkpoint)
@@ -137,11 +143,9 @@ class StreamedKind(SourceKind):
             raise PipelineError(f"table {spec.name}: could not start its stream: {first_line(exc)}") from exc
         try:
             with run.clock.stage("stream"):
-                copies = streams.source_copies(spec)
                 while not query.awaitTermination(1):  # a progress report about once a second
                     done = query.recentProgress
-                    rows = sum(int(p.get("numInputRows", 0)) for p in done) // copies
-                    progress.progressed(spec.name, len(done), rows)
+                    progress.progressed(spec.name, len(done), self.rows_so_far(run, done))
         except StreamingQueryException as exc:
             if _LANDED_DURING_START in str(exc):
                 raise file_health.LandedDuringStart(f"table {spec.name}: a file landed while the run started") from exc
