@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 from pyspark.sql import DataFrame, SparkSession
@@ -68,21 +69,60 @@ def reads_alike(
     return [flag == "1" for flag in flags]
 
 
-def split_files(spark: SparkSession, source: FileSource, files: list[str]) -> tuple[list[str], list[str]]:
-    """The batch's files Spark's JSON reader reads alike (`reads_alike`), and the rest (for the line parse)."""
+def _provable(path: Path | None) -> bool:
+    return path is not None and path.suffix not in COMPRESSED_SUFFIXES and not read_as_pattern(path)
+
+
+class ProofAhead:
+    """`reads_alike` of a run's unread landed files, proved on a thread of its own from the run's start: the
+    proof then runs while the stream starts, rather than in the batch with Spark waiting for it. A file whose
+    size or modification time changed since is proved again by the batch."""
+
+    def __init__(self, spark: SparkSession, source: FileSource, paths: list[Path]) -> None:
+        self._stamps = {p: _stamp(p) for p in paths if _provable(p)}
+        names, decimals = source.schema.names, exact_scales(source.schema)
+        pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="json-proof")
+        self._flags: Future[list[bool]] = pool.submit(reads_alike, spark, list(self._stamps), names, decimals)
+        pool.shutdown(wait=False)  # the thread ends with the proof
+
+    def flags(self, paths: list[Path]) -> dict[Path, bool]:
+        """The flags proved ahead for those of `paths` unchanged since (none if the proof failed)."""
+        try:
+            found = dict(zip(self._stamps, self._flags.result(), strict=True))
+        except Exception:  # proved again in the batch, where a failure is reported
+            return {}
+        return {p: found[p] for p in paths if p in found and _stamp(p) == self._stamps[p]}
+
+
+def _stamp(path: Path) -> tuple[int, int] | None:
+    try:
+        stat = path.stat()
+    except OSError:
+        return None
+    return stat.st_size, stat.st_mtime_ns
+
+
+def split_files(
+    spark: SparkSession, source: FileSource, files: list[str], ahead: ProofAhead | None = None
+) -> tuple[list[str], list[str]]:
+    """The batch's files Spark's JSON reader reads alike (`reads_alike`, or proved `ahead`), and the rest (for the
+    line parse)."""
     candidates: dict[str, Path] = {}
     rest: list[str] = []
     for uri in files:
         path = local_path(uri)
-        if path is None or path.suffix in COMPRESSED_SUFFIXES or read_as_pattern(path):
-            rest.append(uri)
-        else:
+        if path is not None and _provable(path):
             candidates[uri] = path
+        else:
+            rest.append(uri)
+    flags = ahead.flags(list(candidates.values())) if ahead and candidates else {}
+    unproved = [p for p in candidates.values() if p not in flags]
+    if unproved:
+        proved = reads_alike(spark, unproved, source.schema.names, exact_scales(source.schema))
+        flags.update(zip(unproved, proved, strict=True))
     alike: list[str] = []
-    decimals = exact_scales(source.schema)
-    flags = reads_alike(spark, list(candidates.values()), source.schema.names, decimals) if candidates else []
-    for uri, flag in zip(candidates, flags, strict=True):
-        (alike if flag else rest).append(uri)
+    for uri, path in candidates.items():
+        (alike if flags[path] else rest).append(uri)
     return alike, rest
 
 

@@ -208,17 +208,33 @@ def batch_read_files(spark: SparkSession, source: FileSource, files: list[str]) 
     return df.withColumn("_source_file", F.col("_metadata.file_path")).drop("_metadata", "_layout")
 
 
+def prove_ahead(
+    spark: SparkSession, source: FileSource, landed: dict[str, Path] | None, checkpoint: Path
+) -> json_reader.ProofAhead | None:
+    """Start proving which of the `landed` files not read yet Spark's JSON reader reads alike
+    (`json_reader.ProofAhead`); None for a source the JSON reader does not read."""
+    if not landed or not _reads_lines(source) or not json_reader.reader_applies(source):
+        return None
+    seen = seen_files(checkpoint)
+    return json_reader.ProofAhead(spark, source, [path for name, path in landed.items() if name not in seen])
+
+
 def read_batch_by_reader(
-    spark: SparkSession, source: FileSource, headers: CsvHeaders | None, files: list[str], lines: DataFrame
+    spark: SparkSession,
+    source: FileSource,
+    headers: CsvHeaders | None,
+    files: list[str],
+    lines: DataFrame,
+    ahead: json_reader.ProofAhead | None = None,
 ) -> tuple[DataFrame, int] | None:
     """One micro-batch of landed files (`files`) read by Spark's own CSV or JSON reader where it reads them exactly
-    as the line parse does (`pipelines.io.csv_reader`, `pipelines.io.json_reader`), and how many files it reads;
-    the other files' rows are taken from `lines`, the batch parsed per line (`read_files`). None when no file
-    qualifies: then `lines` is the batch."""
+    as the line parse does (`pipelines.io.csv_reader`, `pipelines.io.json_reader`; JSON files proved `ahead` are
+    not proved again), and how many files it reads; the other files' rows are taken from `lines`, the batch parsed
+    per line (`read_files`). None when no file qualifies: then `lines` is the batch."""
     if not _reads_lines(source):
         return None
     if json_reader.reader_applies(source):
-        alike, rest = json_reader.split_files(spark, source, files)
+        alike, rest = json_reader.split_files(spark, source, files, ahead)
         frames = [json_reader.read_json_files(spark, source, alike)] if alike else []
     elif headers is not None and csv_reader.reader_applies(source):
         by_layout, rest = csv_reader.split_files(headers, files)

@@ -23,6 +23,7 @@ from infra.errors import PipelineError
 from infra.identifiers import is_column_name
 from infra.paths import local_path
 from pipelines.io.checkpoints import seen_files
+from pipelines.io.json_reader import ProofAhead
 from pipelines.io.landing_parse import (
     REJECTED_COLUMN,
     RESCUED_COLUMN,
@@ -195,7 +196,9 @@ def record(ctx: BatchContext, spec: TableSpec, health: list[FileHealth]) -> None
         ctx.metrics[f"files_{status}"] += sum(1 for h in health if h.status == status)
 
 
-def write_landed(ctx: BatchContext, df: DataFrame, spec: TableSpec, headers: CsvHeaders | None) -> None:
+def write_landed(
+    ctx: BatchContext, df: DataFrame, spec: TableSpec, headers: CsvHeaders | None, ahead: ProofAhead | None = None
+) -> None:
     """Check one micro-batch of landed rows file by file, record their health, then write it through the sink.
 
     Nothing is written when the batch fails a check. Bronze keeps the rows of a rejected file (stamped); a
@@ -208,7 +211,7 @@ def write_landed(ctx: BatchContext, df: DataFrame, spec: TableSpec, headers: Csv
     source = spec.source
     assert isinstance(source, FileSource)
     with ctx.clock.stage("batch.reader_plan"):
-        by_reader = read_batch_by_reader(ctx.spark, source, headers, batch_files(ctx), df)
+        by_reader = read_batch_by_reader(ctx.spark, source, headers, batch_files(ctx), df, ahead)
     if by_reader is not None:
         frame, files = by_reader
         if _write_checked(ctx, frame, spec, headers):

@@ -12,6 +12,7 @@ from pyspark.sql import DataFrame
 from infra.paths import canonical_all
 from pipelines.io.archive import archive_committed, received_files
 from pipelines.io.checkpoints import caught_up_offsets, seen_files
+from pipelines.io.json_reader import ProofAhead
 from pipelines.io.landing import landing_folder, unread_subfolders
 from pipelines.io.landing_parse import LANDED_LINEAGE, CsvHeaders
 from pipelines.io.sources import (
@@ -21,6 +22,7 @@ from pipelines.io.sources import (
     csv_headers,
     find_unreadable_file,
     landed_files,
+    prove_ahead,
     read_files,
 )
 from pipelines.sources import file_health
@@ -56,6 +58,8 @@ class FileKind(StreamedKind):
         super().__init__(source)
         # The files landed when the run started (canonical path -> path); None when the folder does not exist.
         self.landed: dict[str, Path] | None = None
+        # The JSON reader's proof of the landed files not read yet, started with the query (`prove_ahead`).
+        self.ahead: ProofAhead | None = None
 
     def lineage(self) -> tuple[StructField, ...]:
         """The landed file and time of each row."""
@@ -98,12 +102,14 @@ class FileKind(StreamedKind):
         return csv_headers(self.source, list(landed_files(run.settings, self.source).values()))
 
     def frame(self, run: Run, headers: CsvHeaders | None) -> DataFrame:
-        """The landed lines with their lineage (the declared function runs per batch, after the checks)."""
+        """The landed lines with their lineage (the declared function runs per batch, after the checks); the
+        JSON reader's proof of the unread files starts here, to run while the query starts."""
+        self.ahead = prove_ahead(run.spark(), self.source, self.landed, run.checkpoint)
         return read_files(run.spark(), run.settings, self.source, headers)
 
     def write_batch(self, ctx: BatchContext, df: DataFrame, spec: TableSpec, headers: CsvHeaders | None) -> None:
         """Check the batch file by file, then write its rows and its files' health."""
-        file_health.write_landed(ctx, df, spec, headers)
+        file_health.write_landed(ctx, df, spec, headers, self.ahead)
 
     def explain_failure(self, run: Run) -> str | None:
         """Name the first landed file that cannot be read to the end."""

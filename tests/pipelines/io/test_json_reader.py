@@ -30,7 +30,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from pipelines.io.json_reader import reader_applies, reads_alike
+from pipelines.io.json_reader import ProofAhead, reader_applies, reads_alike, split_files
 from pipelines.io.landing_parse import CORRUPT_COLUMN, parse_json_lines
 from pipelines.io.sources import read_batch_by_reader
 from pipelines.spec.sources import FileSource
@@ -223,3 +223,19 @@ def test_keys_in_any_order_are_judged_alike(spark: SparkSession, tmp_path: Path)
     assert reads_alike(spark, [path], SCHEMA.names, {"price": 2}) == [True]
     path.write_bytes((usual + '{"id":"u","qtx":1}\n' + usual).encode())
     assert reads_alike(spark, [path], SCHEMA.names) == [False]
+
+
+def test_a_file_changed_after_the_proof_ahead_is_proved_again(spark: SparkSession, tmp_path: Path) -> None:
+    clean = b'{"id":"a1","qty":1}\n{"id":"a2","qty":2}\n'
+    paths = land_files(tmp_path / "things", {"a.json": clean, "b.json": clean})
+    ahead = ProofAhead(spark, SOURCE, paths)
+    assert ahead.flags(paths) == {paths[0]: True, paths[1]: True}
+    # b.json gains a line the reader would split into two rows (an array) after it was proved.
+    paths[1].write_bytes(clean + b'[{"id":"a3"},{"id":"a4"}]\n')
+    assert ahead.flags(paths) == {paths[0]: True}
+    uris = [str(p) for p in paths]
+    assert split_files(spark, SOURCE, uris, ahead) == ([uris[0]], [uris[1]])
+    lines = _line_parse(spark, SOURCE, paths)
+    out = read_batch_by_reader(spark, SOURCE, None, uris, lines, ahead)
+    assert out is not None and out[1] == 1
+    assert _rows(out[0]) == _rows(lines) and len(_rows(lines)) == 5
