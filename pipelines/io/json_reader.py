@@ -53,6 +53,25 @@ def reader_applies(source: FileSource) -> bool:
     return source.format == "json" and all(k in _SAME_MEANING for k in options)
 
 
+def alike_records(
+    spark: SparkSession,
+    paths: list[Path],
+    names: list[str],
+    decimals: Mapping[str, int] | None = None,
+    chunk: int | None = None,
+) -> list[int | None]:
+    """Per path: the records of the file (its lines that are not blank) when Spark's JSON reader reads the same
+    records from it as the line parse, for the declared field `names` and the exact `decimals` among them (name
+    to scale, see the module docstring); None when it does not. Files are read in parallel, `chunk` bytes at a
+    time."""
+    if not paths:
+        return []
+    proof = spark._jvm.tributary.landing.JsonFileProof  # type: ignore[union-attr]
+    args = [json.dumps([str(p) for p in paths]), json.dumps(names), json.dumps(dict(decimals or {}))]
+    counts = proof.alikeRecords(*args) if chunk is None else proof.alikeRecords(*args, chunk)
+    return [None if n < 0 else n for n in map(int, counts.split(","))]
+
+
 def reads_alike(
     spark: SparkSession,
     paths: list[Path],
@@ -60,13 +79,9 @@ def reads_alike(
     decimals: Mapping[str, int] | None = None,
     chunk: int | None = None,
 ) -> list[bool]:
-    """Per path: whether Spark's JSON reader reads the same records from that file as the line parse, for the
-    declared field `names` and the exact `decimals` among them (name to scale, see the module docstring). Files
-    are read in parallel, `chunk` bytes at a time."""
-    proof = spark._jvm.tributary.landing.JsonFileProof  # type: ignore[union-attr]
-    args = [json.dumps([str(p) for p in paths]), json.dumps(names), json.dumps(dict(decimals or {}))]
-    flags = proof.readsAlike(*args) if chunk is None else proof.readsAlike(*args, chunk)
-    return [flag == "1" for flag in flags]
+    """Per path: whether Spark's JSON reader reads the same records from that file as the line parse
+    (`alike_records`)."""
+    return [n is not None for n in alike_records(spark, paths, names, decimals, chunk)]
 
 
 def _provable(path: Path | None) -> bool:
@@ -74,7 +89,7 @@ def _provable(path: Path | None) -> bool:
 
 
 class ProofAhead:
-    """`reads_alike` of a run's unread landed files, proved on a thread of its own from the run's start: the
+    """`alike_records` of a run's unread landed files, proved on a thread of its own from the run's start: the
     proof then runs while the stream starts, rather than in the batch with Spark waiting for it. A file whose
     size or modification time changed since is proved again by the batch."""
 
@@ -82,13 +97,14 @@ class ProofAhead:
         self._stamps = {p: _stamp(p) for p in paths if _provable(p)}
         names, decimals = source.schema.names, exact_scales(source.schema)
         pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="json-proof")
-        self._flags: Future[list[bool]] = pool.submit(reads_alike, spark, list(self._stamps), names, decimals)
+        self._records: Future[list[int | None]] = pool.submit(alike_records, spark, list(self._stamps), names, decimals)
         pool.shutdown(wait=False)  # the thread ends with the proof
 
-    def flags(self, paths: list[Path]) -> dict[Path, bool]:
-        """The flags proved ahead for those of `paths` unchanged since (none if the proof failed)."""
+    def records(self, paths: list[Path]) -> dict[Path, int | None]:
+        """What was proved ahead (`alike_records`) for those of `paths` unchanged since (none if the proof
+        failed)."""
         try:
-            found = dict(zip(self._stamps, self._flags.result(), strict=True))
+            found = dict(zip(self._stamps, self._records.result(), strict=True))
         except Exception:  # proved again in the batch, where a failure is reported
             return {}
         return {p: found[p] for p in paths if p in found and _stamp(p) == self._stamps[p]}
@@ -104,9 +120,9 @@ def _stamp(path: Path) -> tuple[int, int] | None:
 
 def split_files(
     spark: SparkSession, source: FileSource, files: list[str], ahead: ProofAhead | None = None
-) -> tuple[list[str], list[str]]:
-    """The batch's files Spark's JSON reader reads alike (`reads_alike`, or proved `ahead`), and the rest (for the
-    line parse)."""
+) -> tuple[dict[str, int], list[str]]:
+    """The batch's files Spark's JSON reader reads alike (`alike_records`, or proved `ahead`) with their records,
+    and the rest (for the line parse)."""
     candidates: dict[str, Path] = {}
     rest: list[str] = []
     for uri in files:
@@ -115,14 +131,17 @@ def split_files(
             candidates[uri] = path
         else:
             rest.append(uri)
-    flags = ahead.flags(list(candidates.values())) if ahead and candidates else {}
-    unproved = [p for p in candidates.values() if p not in flags]
-    if unproved:
-        proved = reads_alike(spark, unproved, source.schema.names, exact_scales(source.schema))
-        flags.update(zip(unproved, proved, strict=True))
-    alike: list[str] = []
+    records = ahead.records(list(candidates.values())) if ahead and candidates else {}
+    unproved = [p for p in candidates.values() if p not in records]
+    proved = alike_records(spark, unproved, source.schema.names, exact_scales(source.schema))
+    records.update(zip(unproved, proved, strict=True))
+    alike: dict[str, int] = {}
     for uri, path in candidates.items():
-        (alike if flags[path] else rest).append(uri)
+        count = records[path]
+        if count is None:
+            rest.append(uri)
+        else:
+            alike[uri] = count
     return alike, rest
 
 

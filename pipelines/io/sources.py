@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import NamedTuple
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -219,6 +220,17 @@ def prove_ahead(
     return json_reader.ProofAhead(spark, source, [path for name, path in landed.items() if name not in seen])
 
 
+class ReaderBatch(NamedTuple):
+    """A micro-batch read by Spark's own reader (`read_batch_by_reader`)."""
+
+    frame: DataFrame
+    # How many of the batch's files the reader reads.
+    files: int
+    # The records of each of the batch's files (as the batch names them), when the reader reads them all and its
+    # proof counted them (JSON); else None.
+    records: dict[str, int] | None = None
+
+
 def read_batch_by_reader(
     spark: SparkSession,
     source: FileSource,
@@ -226,15 +238,17 @@ def read_batch_by_reader(
     files: list[str],
     lines: DataFrame,
     ahead: json_reader.ProofAhead | None = None,
-) -> tuple[DataFrame, int] | None:
+) -> ReaderBatch | None:
     """One micro-batch of landed files (`files`) read by Spark's own CSV or JSON reader where it reads them exactly
     as the line parse does (`pipelines.io.csv_reader`, `pipelines.io.json_reader`; JSON files proved `ahead` are
-    not proved again), and how many files it reads; the other files' rows are taken from `lines`, the batch parsed
-    per line (`read_files`). None when no file qualifies: then `lines` is the batch."""
+    not proved again); the other files' rows are taken from `lines`, the batch parsed per line (`read_files`).
+    None when no file qualifies: then `lines` is the batch."""
     if not _reads_lines(source):
         return None
+    records: dict[str, int] | None = None
     if json_reader.reader_applies(source):
-        alike, rest = json_reader.split_files(spark, source, files, ahead)
+        records, rest = json_reader.split_files(spark, source, files, ahead)
+        alike = list(records)
         frames = [json_reader.read_json_files(spark, source, alike)] if alike else []
     elif headers is not None and csv_reader.reader_applies(source):
         by_layout, rest = csv_reader.split_files(headers, files)
@@ -251,7 +265,7 @@ def read_batch_by_reader(
     if rest:
         names = [Path(f).name for f in rest]
         out = out.unionByName(lines.drop("_layout").filter(file_name(F.col("_source_file")).isin(names)))
-    return out, len(alike)
+    return ReaderBatch(out, len(alike), None if rest else records)
 
 
 def read_files(

@@ -213,17 +213,19 @@ def write_landed(
     with ctx.clock.stage("batch.reader_plan"):
         by_reader = read_batch_by_reader(ctx.spark, source, headers, batch_files(ctx), df, ahead)
     if by_reader is not None:
-        frame, files = by_reader
-        if _write_checked(ctx, frame, spec, headers):
-            ctx.metrics[f"files_read_by_{source.format}_reader"] += files
+        if _write_checked(ctx, by_reader.frame, spec, headers, by_reader.records):
+            ctx.metrics[f"files_read_by_{source.format}_reader"] += by_reader.files
             return
         ctx.metrics["batches_parsed_again"] += 1
-    _write_checked(ctx, df, spec, headers)
+    _write_checked(ctx, df, spec, headers, None)
 
 
-def _write_checked(ctx: BatchContext, df: DataFrame, spec: TableSpec, headers: CsvHeaders | None) -> bool:
-    """`write_landed` for one way of reading the batch; False (nothing written) when a row must be parsed again."""
-    staged = write_staged(ctx, df, spec, headers)
+def _write_checked(
+    ctx: BatchContext, df: DataFrame, spec: TableSpec, headers: CsvHeaders | None, records: dict[str, int] | None
+) -> bool:
+    """`write_landed` for one way of reading the batch (with its files' `records` where counted); False (nothing
+    written) when a row must be parsed again."""
+    staged = write_staged(ctx, df, spec, headers, records)
     if staged is not None:
         return staged
     batch = df.persist()
@@ -245,7 +247,13 @@ def _write_checked(ctx: BatchContext, df: DataFrame, spec: TableSpec, headers: C
         batch.unpersist()
 
 
-def write_staged(ctx: BatchContext, df: DataFrame, spec: TableSpec, headers: CsvHeaders | None) -> bool | None:
+def write_staged(
+    ctx: BatchContext,
+    df: DataFrame,
+    spec: TableSpec,
+    headers: CsvHeaders | None,
+    records: dict[str, int] | None = None,
+) -> bool | None:
     """Write-audit-publish for a bronze table that keeps landed rows as read: the batch is parsed and written once,
     off the main branch; its file health is read back from the written rows (a few columns of Parquet), and the
     write is published only when every file is accepted. Otherwise the staged
@@ -272,7 +280,7 @@ def write_staged(ctx: BatchContext, df: DataFrame, spec: TableSpec, headers: Csv
         return None  # an author's function may drop or change lineage columns: health is taken before it
     # The figures are observed while the batch is written (read back from the staged rows when they cannot be).
     observation = Observation()
-    observable = observed_files(df.sparkSession, files)
+    observable = observed_files(df.sparkSession, files, records)
     figures = observed_figures(source, observable)
     out = spec.sink.rows(ctx, rows)
     staged = ctx.stage(out.observe(observation, *figures) if figures else out, ctx.table)

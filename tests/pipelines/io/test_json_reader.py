@@ -30,7 +30,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from pipelines.io.json_reader import ProofAhead, reader_applies, reads_alike, split_files
+from pipelines.io.json_reader import ProofAhead, alike_records, reader_applies, reads_alike, split_files
 from pipelines.io.landing_parse import CORRUPT_COLUMN, parse_json_lines
 from pipelines.io.sources import read_batch_by_reader
 from pipelines.spec.sources import FileSource
@@ -115,6 +115,9 @@ def test_messy_files_read_by_the_reader_equal_the_line_parse(spark: SparkSession
     paths = land_files(tmp_path / "things", MESSY)
     assert reads_alike(spark, paths, SCHEMA.names) == [True] * 4
     expected = _rows(_line_parse(spark, SOURCE, paths))
+    # The proof counts each file's records: the line parse's rows per file (blank lines and CRLF ends give none).
+    per_file = [sum(1 for r in expected if r[8].endswith("/" + p.name)) for p in paths]
+    assert alike_records(spark, paths, SCHEMA.names) == per_file == [33, 3, 0, 0]
     assert _rows(_by_reader(spark, SOURCE, paths, read=4)) == expected
     # The cases above really occur: corrupt records with rescued text, and every non-blank line is one row.
     corrupt = [r for r in expected if r[6] is not None]
@@ -229,12 +232,12 @@ def test_a_file_changed_after_the_proof_ahead_is_proved_again(spark: SparkSessio
     clean = b'{"id":"a1","qty":1}\n{"id":"a2","qty":2}\n'
     paths = land_files(tmp_path / "things", {"a.json": clean, "b.json": clean})
     ahead = ProofAhead(spark, SOURCE, paths)
-    assert ahead.flags(paths) == {paths[0]: True, paths[1]: True}
+    assert ahead.records(paths) == {paths[0]: 2, paths[1]: 2}
     # b.json gains a line the reader would split into two rows (an array) after it was proved.
     paths[1].write_bytes(clean + b'[{"id":"a3"},{"id":"a4"}]\n')
-    assert ahead.flags(paths) == {paths[0]: True}
+    assert ahead.records(paths) == {paths[0]: 2}
     uris = [str(p) for p in paths]
-    assert split_files(spark, SOURCE, uris, ahead) == ([uris[0]], [uris[1]])
+    assert split_files(spark, SOURCE, uris, ahead) == ({uris[0]: 2}, [uris[1]])
     lines = _line_parse(spark, SOURCE, paths)
     out = read_batch_by_reader(spark, SOURCE, None, uris, lines, ahead)
     assert out is not None and out[1] == 1

@@ -3,6 +3,8 @@ its rows, and are refused (the batch is read back) when they cannot be exact."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from pyspark.sql import Observation
 from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StringType, StructField, StructType
@@ -62,3 +64,29 @@ def test_observed_figures_equal_the_grouped_ones_and_are_refused_when_a_row_is_n
     assert observed_files(spark, [f"{clean}{i}" for i in range(OBSERVED_FILES + 1)]) is None
     assert observed_files(spark, [str(clean), str(clean)]) is None  # two files with one key
     assert observed_figures(SOURCE, None) == []
+
+
+def test_files_the_proof_counted_are_observed_without_counting_their_rows_again(spark, tmp_path):
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    a.write_text('{"id": 1}\n\n{"id": "x"}\r\n{"id": 3}\n')
+    b.write_text("".join(f'{{"id": {i}}}\n' for i in range(7)))
+    files = [str(a), str(b)]
+    lines = batch_read_files(spark, SOURCE, files).withColumn("_ingested_at", F.current_timestamp())
+    by_reader = read_batch_by_reader(spark, SOURCE, None, files, lines)
+    assert by_reader is not None and by_reader.files == 2 and by_reader.records == {str(a): 3, str(b): 7}
+    counted = observed_files(spark, files, by_reader.records)
+    assert counted.records == (3, 7)
+    names = [c._jc.toString() for c in observed_figures(SOURCE, counted)]
+    assert not any("rows_per_file" in n for n in names)  # no histogram of every row
+    observation = Observation()
+    by_reader.frame.observe(observation, *observed_figures(SOURCE, counted)).write.format("noop").mode(
+        "overwrite"
+    ).save()
+    metrics = observed(observation)
+    got = read_observed(counted, metrics)
+    assert got == sorted(file_stats(by_reader.frame, SOURCE), key=lambda s: s.file)
+    assert [(s.rows, s.corrupt) for s in got] == [(3, 1), (7, 0)]
+    # Counts that do not add up to the rows observed are refused: the batch is read back.
+    assert read_observed(replace(counted, records=(3, 6)), metrics) is None
+    # A batch with a file the proof did not count is observed in full.
+    assert observed_files(spark, files, {str(a): 3}).records is None

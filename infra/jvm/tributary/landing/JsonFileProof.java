@@ -39,29 +39,34 @@ public final class JsonFileProof {
   private JsonFileProof() {}
 
   /**
-   * One character per path of the JSON array {@code pathsJson}: {@code 1} when the file reads alike, {@code 0}
-   * otherwise (also when it cannot be read). {@code namesJson}: the declared names as a JSON array of strings;
-   * {@code decimalsJson}: the declared decimals whose values must be exact, as a JSON object of name to scale.
-   * Files are checked in parallel.
+   * One count per path of the JSON array {@code pathsJson}, comma-separated: the records the file holds (its lines
+   * that are not blank: one record each, read either way) when it reads alike, {@code -1} otherwise (also when it
+   * cannot be read). {@code namesJson}: the declared names as a JSON array of strings; {@code decimalsJson}: the
+   * declared decimals whose values must be exact, as a JSON object of name to scale. Files are checked in
+   * parallel.
    */
-  public static String readsAlike(String pathsJson, String namesJson, String decimalsJson) throws IOException {
-    return readsAlike(pathsJson, namesJson, decimalsJson, CHUNK);
+  public static String alikeRecords(String pathsJson, String namesJson, String decimalsJson) throws IOException {
+    return alikeRecords(pathsJson, namesJson, decimalsJson, CHUNK);
   }
 
-  /** {@link #readsAlike(String, String, String)} reading each file {@code chunk} bytes at a time (at least). */
-  public static String readsAlike(String pathsJson, String namesJson, String decimalsJson, int chunk)
+  /** {@link #alikeRecords(String, String, String)} reading each file {@code chunk} bytes at a time (at least). */
+  public static String alikeRecords(String pathsJson, String namesJson, String decimalsJson, int chunk)
       throws IOException {
     Set<String> declared = JsonLineShape.parseNames(namesJson);
     Map<String, Integer> decimals = parseScales(decimalsJson);
     List<String> paths = JsonLineShape.parseNameList(pathsJson);
-    char[] out = new char[paths.size()];
-    IntStream.range(0, out.length)
-        .parallel()
-        .forEach(i -> out[i] = fileAlike(paths.get(i), declared, decimals, chunk) ? '1' : '0');
-    return new String(out);
+    long[] out = new long[paths.size()];
+    IntStream.range(0, out.length).parallel().forEach(i -> out[i] = records(paths.get(i), declared, decimals, chunk));
+    StringBuilder text = new StringBuilder();
+    for (long n : out) {
+      text.append(text.length() == 0 ? "" : ",").append(n);
+    }
+    return text.toString();
   }
 
-  static boolean fileAlike(String path, Set<String> declared, Map<String, Integer> decimals, int chunk) {
+  /** The records of a file that reads alike, else -1. */
+  static long records(String path, Set<String> declared, Map<String, Integer> decimals, int chunk) {
+    long records = 0;
     byte[] buf = new byte[chunk];
     int start = 0;
     int filled = 0;
@@ -87,24 +92,36 @@ public final class JsonFileProof {
           if (accepted >= 0) {
             i = accepted; // the common line, judged and ended in one pass
             start = i + 1;
+            records++;
             continue;
           }
           if (buf[i] == '\n' || buf[i] == '\r') {
-            if (!strict.accepts(buf, start, i) && !lineAlike(buf, start, i, declared, decimals)) {
-              return false;
+            int line = strict.accepts(buf, start, i) ? RECORD : lineAlike(buf, start, i, declared, decimals);
+            if (line == UNLIKE) {
+              return -1;
             }
+            records += line;
             start = i + 1;
           }
         }
       }
-      return strict.accepts(buf, start, filled) || lineAlike(buf, start, filled, declared, decimals);
+      int last = strict.accepts(buf, start, filled) ? RECORD : lineAlike(buf, start, filled, declared, decimals);
+      return last == UNLIKE ? -1 : records + last;
     } catch (IOException | RuntimeException unproven) {
-      return false; // unreadable, or beyond what the scan can judge: the line parse reads it
+      return -1; // unreadable, or beyond what the scan can judge: the line parse reads it
     }
   }
 
-  /** Whether the line {@code buf[from, to)} is blank, one object of declared keys or a broken object. */
-  static boolean lineAlike(byte[] buf, int from, int to, Set<String> declared, Map<String, Integer> decimals)
+  // What a line is to both readers: read otherwise (UNLIKE), blank (no record) or one record.
+  static final int UNLIKE = -1;
+  static final int BLANK = 0;
+  static final int RECORD = 1;
+
+  /**
+   * {@link #BLANK}, or {@link #RECORD} for one object of declared keys or a broken object, in the line {@code
+   * buf[from, to)}; else {@link #UNLIKE}.
+   */
+  static int lineAlike(byte[] buf, int from, int to, Set<String> declared, Map<String, Integer> decimals)
       throws IOException {
     boolean blank = true;
     for (int i = from; i < to; i++) {
@@ -114,30 +131,31 @@ public final class JsonFileProof {
       }
       blank = false;
       if (b < 0x20) {
-        return false;
+        return UNLIKE;
       }
       if (b == '\\' && i + 3 < to && buf[i + 1] == 'u' && (buf[i + 2] | 0x20) == 'd' && surrogateDigit(buf[i + 3])) {
-        return false;
+        return UNLIKE;
       }
       if (b >= 0x80) {
         int length = utf8Length(buf, i, to);
         if (length == 0 || (b == 0xef && (buf[i + 1] & 0xff) == 0xbb && (buf[i + 2] & 0xff) == 0xbf)) {
-          return false; // not UTF-8, or a byte-order mark
+          return UNLIKE; // not UTF-8, or a byte-order mark
         }
         i += length - 1;
       }
     }
     if (blank) {
-      return true;
+      return BLANK;
     }
     int shape;
     try (JsonParser parser = JsonLineShape.FACTORY.createParser(buf, from, to - from)) {
       shape = JsonLineShape.shape(parser, declared);
     }
-    if (shape == JsonLineShape.DECLARED) {
-      return decimals.isEmpty() || decimalsFit(buf, from, to, decimals);
-    }
-    return shape == JsonLineShape.NOT_ONE_OBJECT && brokenObject(buf, from, to);
+    boolean alike =
+        shape == JsonLineShape.DECLARED
+            ? decimals.isEmpty() || decimalsFit(buf, from, to, decimals)
+            : shape == JsonLineShape.NOT_ONE_OBJECT && brokenObject(buf, from, to);
+    return alike ? RECORD : UNLIKE;
   }
 
   /**
