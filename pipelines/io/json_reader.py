@@ -72,18 +72,6 @@ def alike_records(
     return [None if n < 0 else n for n in map(int, counts.split(","))]
 
 
-def reads_alike(
-    spark: SparkSession,
-    paths: list[Path],
-    names: list[str],
-    decimals: Mapping[str, int] | None = None,
-    chunk: int | None = None,
-) -> list[bool]:
-    """Per path: whether Spark's JSON reader reads the same records from that file as the line parse
-    (`alike_records`)."""
-    return [n is not None for n in alike_records(spark, paths, names, decimals, chunk)]
-
-
 def _provable(path: Path | None) -> bool:
     return path is not None and path.suffix not in COMPRESSED_SUFFIXES and not read_as_pattern(path)
 

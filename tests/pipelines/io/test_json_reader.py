@@ -1,7 +1,7 @@
 """Landed JSON-lines files read by Spark's JSON reader (`pipelines/io/json_reader.py`) give exactly the line parse's
 rows.
 
-- `reads_alike`: the JVM byte scan that sends a file to the line parse (not UTF-8, a byte-order mark, a control
+- `alike_records`: the JVM byte scan that sends a file to the line parse (not UTF-8, a byte-order mark, a control
   character, a line that is not one object and not an object broken inside, an undeclared key, a surrogate
   escape, compressed).
 - `read_batch_by_reader`: on messy files the scan accepts (values that do not convert, nested values under string
@@ -30,7 +30,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from pipelines.io.json_reader import ProofAhead, alike_records, reader_applies, reads_alike, split_files
+from pipelines.io.json_reader import ProofAhead, alike_records, reader_applies, split_files
 from pipelines.io.landing_parse import CORRUPT_COLUMN, parse_json_lines
 from pipelines.io.sources import read_batch_by_reader
 from pipelines.spec.sources import FileSource
@@ -89,6 +89,11 @@ MESSY = {
     "c.json": b"",
     "d.json": b"\n\n",
 }
+
+
+def reads_alike(spark: SparkSession, paths: list[Path], names: list[str], decimals=None, chunk=None) -> list[bool]:
+    """Per path: whether the scan finds the file read alike (`alike_records` counts its records)."""
+    return [n is not None for n in alike_records(spark, paths, names, decimals, chunk)]
 
 
 def _line_parse(spark: SparkSession, source: FileSource, paths: list[Path]) -> DataFrame:
