@@ -152,16 +152,21 @@ class DeltaFormat:
         finally:
             shutil.rmtree(staging, ignore_errors=True)
 
-    def append_rows(self, name: str, rows: Sequence[Mapping[str, object]], writer: str, batch_id: int) -> int:
+    def append_rows(
+        self, name: str, rows: Sequence[Mapping], writer: str, batch_id: int, properties: Mapping | None = None
+    ) -> int:
         """One Parquet file written by pyarrow and one version tagged like `append` (no Spark job)."""
+        if not rows:  # a version without files still records the batch and its properties
+            return self._commit(name, [], writer, batch_id, **(properties or {}))
         file = self.location(name) / STAGING_DIR / uuid.uuid4().hex / "rows.parquet"
         file.parent.mkdir(parents=True)
         pq.write_table(pa.Table.from_pylist(list(rows), pa.schema(self.delta_table(name).schema().to_arrow())), file)
-        return self._commit(name, [(file, len(rows))], writer, batch_id)
+        return self._commit(name, [(file, len(rows))], writer, batch_id, **(properties or {}))
 
-    def read_rows(self, name: str, columns: Sequence[str]) -> list[dict[str, object]]:
+    def read_rows(self, name: str, columns: Sequence[str], among: tuple[str, Sequence] | None = None) -> list[dict]:
         """delta-rs reads the current version's files (no Spark job)."""
-        return self.delta_table(name).to_pyarrow_table(columns=list(columns)).to_pylist()
+        filters = [(among[0], "in", list(among[1]))] if among else None
+        return self.delta_table(name).to_pyarrow_table(columns=list(columns), filters=filters).to_pylist()
 
     def stage_append(self, df: DataFrame, name: str, writer: str, batch_id: int) -> Staged:
         """Write the batch's files under the staging folder, not yet part of any version."""

@@ -77,14 +77,25 @@ class TableFormat(Protocol):
         a Kafka source's end offsets); return the rows added."""
         ...
 
-    def append_rows(self, name: str, rows: Sequence[Mapping[str, object]], writer: str, batch_id: int) -> int:
-        """Append a few rows the driver holds (per-file health), tagged like `append`, in one commit written from
-        Python (no Spark job: a Spark append of three rows costs half a second); return the rows added."""
+    def append_rows(
+        self,
+        name: str,
+        rows: Sequence[Mapping[str, object]],
+        writer: str,
+        batch_id: int,
+        properties: Mapping[str, str] | None = None,
+    ) -> int:
+        """Append a few rows the driver holds (per-file health, a batch's few quarantined rows), tagged like `append`
+        (with `properties`), in one commit written from Python (no Spark job: a Spark append of three rows costs half
+        a second); return the rows added. Timestamps must be timezone-aware (`pipelines.write.driver_rows`)."""
         ...
 
-    def read_rows(self, name: str, columns: Sequence[str]) -> list[dict[str, object]]:
+    def read_rows(
+        self, name: str, columns: Sequence[str], among: tuple[str, Sequence[object]] | None = None
+    ) -> list[dict[str, object]]:
         """The current rows of a small table (per-file health) as dicts of `columns`, read from Python: the
-        counterpart of `append_rows` (a Spark job over a table of a few files costs a fifth of a second)."""
+        counterpart of `append_rows` (a Spark job over a table of a few files costs a fifth of a second). With
+        `among` (a column, values): only the rows whose column holds one of the values (none NULL, at least one)."""
         ...
 
     def latest_properties(self, spark: SparkSession | None, name: str, key: str) -> dict[str, str] | None:

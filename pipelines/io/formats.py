@@ -107,11 +107,20 @@ class TableFormats:
     ) -> int:
         return self.adapter(name).append(df, name, writer, batch_id, properties)
 
-    def append_rows(self, name: str, rows: Sequence[Mapping[str, object]], writer: str, batch_id: int) -> int:
-        return self.adapter(name).append_rows(name, rows, writer, batch_id)
+    def append_rows(
+        self,
+        name: str,
+        rows: Sequence[Mapping[str, object]],
+        writer: str,
+        batch_id: int,
+        properties: Mapping[str, str] | None = None,
+    ) -> int:
+        return self.adapter(name).append_rows(name, rows, writer, batch_id, properties)
 
-    def read_rows(self, name: str, columns: Sequence[str]) -> list[dict[str, object]]:
-        return self.adapter(name).read_rows(name, columns)
+    def read_rows(
+        self, name: str, columns: Sequence[str], among: tuple[str, Sequence[object]] | None = None
+    ) -> list[dict[str, object]]:
+        return self.adapter(name).read_rows(name, columns, among)
 
     def latest_properties(self, spark: SparkSession | None, name: str, key: str) -> dict[str, str] | None:
         return self.adapter(name).latest_properties(spark, name, key)

@@ -100,13 +100,23 @@ class IcebergFormat:
         df.writeTo(qualified).options(**{f"snapshot-property.{k}": v for k, v in summary.items()}).append()
         return iceberg_history.added_rows(df.sparkSession, qualified, writer, batch_id)
 
-    def append_rows(self, name: str, rows: Sequence[Mapping[str, object]], writer: str, batch_id: int) -> int:
+    def append_rows(
+        self,
+        name: str,
+        rows: Sequence[Mapping[str, object]],
+        writer: str,
+        batch_id: int,
+        properties: Mapping[str, str] | None = None,
+    ) -> int:
         """pyiceberg commits the rows, with the snapshot summary of `append` (`iceberg_rows`)."""
-        return append_rows(self.settings, name, rows, {WRITER_PROPERTY: writer, BATCH_PROPERTY: str(batch_id)})
+        summary = {WRITER_PROPERTY: writer, BATCH_PROPERTY: str(batch_id), **(properties or {})}
+        return append_rows(self.settings, name, rows, summary)
 
-    def read_rows(self, name: str, columns: Sequence[str]) -> list[dict[str, object]]:
+    def read_rows(
+        self, name: str, columns: Sequence[str], among: tuple[str, Sequence[object]] | None = None
+    ) -> list[dict[str, object]]:
         """pyiceberg scans the current snapshot (`iceberg_rows`)."""
-        return read_rows(self.settings, name, columns)
+        return read_rows(self.settings, name, columns, among)
 
     def stage_append(self, df: DataFrame, name: str, writer: str, batch_id: int) -> Staged:
         """Iceberg write-audit-publish: the append is committed as a snapshot off the main branch (`spark.wap.id`),

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 import pyarrow as pa
+from pyiceberg.expressions import AlwaysTrue, In
 
 from infra.catalog import pyiceberg_catalog
 from infra.settings import Settings
@@ -27,7 +28,12 @@ def append_rows(settings: Settings, name: str, rows: Sequence[Mapping[str, objec
     return len(rows)
 
 
-def read_rows(settings: Settings, name: str, columns: Sequence[str]) -> list[dict[str, object]]:
-    """The rows of table `name`'s current snapshot, `columns` only, scanned by pyiceberg (delete files applied)."""
+def read_rows(
+    settings: Settings, name: str, columns: Sequence[str], among: tuple[str, Sequence[object]] | None = None
+) -> list[dict[str, object]]:
+    """The rows of table `name`'s current snapshot, `columns` only, scanned by pyiceberg (delete files applied);
+    with `among` (a column, values), only those whose column holds one of the values, files pruned by their
+    column bounds."""
     table = pyiceberg_catalog(settings).load_table(name)
-    return table.scan(selected_fields=tuple(columns)).to_arrow().to_pylist()
+    row_filter = In(among[0], set(among[1])) if among else AlwaysTrue()
+    return table.scan(row_filter=row_filter, selected_fields=tuple(columns)).to_arrow().to_pylist()

@@ -83,9 +83,20 @@ class BatchContext:
         self.fmt.merge(rows, table, merge)
         self.metrics[f"rows_upserted:{table}"] += upserted
 
-    def append_rows(self, rows: list[dict[str, object]], table: str) -> int:
-        """`append` for a few rows the driver holds, committed without a Spark job (`TableFormat.append_rows`)."""
-        return self._once(table, lambda: self.fmt.append_rows(table, rows, self.writer, self.batch_id))
+    def append_rows(
+        self,
+        rows: list[dict[str, object]] | Callable[[], list[dict[str, object]]],
+        table: str,
+        properties: Mapping[str, str] | None = None,
+    ) -> int:
+        """`append` for a few rows the driver holds (or a function making them, not called on a replay), committed
+        without a Spark job (`TableFormat.append_rows`)."""
+
+        def commit() -> int:
+            held = rows() if callable(rows) else rows
+            return self.fmt.append_rows(table, held, self.writer, self.batch_id, properties)
+
+        return self._once(table, commit)
 
     def _once(self, table: str, commit: Callable[[], int], replayed: DataFrame | None = None) -> int:
         """Run `commit` unless this batch is already committed to `table` (then run the `replayed` plan, whose
