@@ -129,6 +129,11 @@ def spark_catalog_conf(settings: Settings) -> dict[str, str]:
         # Other processes (pyiceberg readers, maintenance, a second run) commit to the same tables:
         # a cached table would serve stale snapshots to dedup lookups and stats.
         f"{prefix}.cache-enabled": "false",
+        # Manifests, unlike table metadata, are never rewritten in place (each commit writes new files), so their
+        # contents are cached (at most 100 MB of the driver's heap): every lookup, stats read and scan plan of a
+        # table reads all its manifests. A small increment through the demo tables took about 5 % less.
+        f"{prefix}.io.manifest.cache-enabled": "true",
+        f"{prefix}.io.manifest.cache.expiration-interval-ms": str(10 * 60 * 1000),
         "spark.sql.defaultCatalog": settings.catalog_name,
     }
     if settings.warehouse_url is not None:
