@@ -9,6 +9,7 @@ carriage returns; its CSV reader would map columns by position.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import NamedTuple
 
@@ -196,7 +197,8 @@ def parse_landed(df: DataFrame, source: FileSource, headers: CsvHeaders | None) 
             return parse_csv_lines(df, source, headers or CsvHeaders())
         return parse_json_lines(df, source)
     missing = [n for n in (CORRUPT_COLUMN, RESCUED_COLUMN) if n not in df.columns]
-    return df.select("*", *[F.lit(None).cast("string").alias(n) for n in missing], "_metadata")
+    metadata = [] if "_metadata" in df.columns else ["_metadata"]  # a micro-batch of `read_files` holds it
+    return df.select("*", *[F.lit(None).cast("string").alias(n) for n in missing], *metadata)
 
 
 def batch_read_files(spark: SparkSession, source: FileSource, files: list[str]) -> DataFrame:
@@ -236,13 +238,13 @@ def read_batch_by_reader(
     source: FileSource,
     headers: CsvHeaders | None,
     files: list[str],
-    lines: DataFrame,
+    lines: Callable[[], DataFrame],
     ahead: json_reader.ProofAhead | None = None,
 ) -> ReaderBatch | None:
     """One micro-batch of landed files (`files`) read by Spark's own CSV or JSON reader where it reads them exactly
     as the line parse does (`pipelines.io.csv_reader`, `pipelines.io.json_reader`; JSON files proved `ahead` are
-    not proved again); the other files' rows are taken from `lines`, the batch parsed per line (`read_files`).
-    None when no file qualifies: then `lines` is the batch."""
+    not proved again); the other files' rows are taken from `lines()`, the batch parsed per line (`parse_batch`),
+    built only then. None when no file qualifies: then `lines()` is the batch."""
     if not _reads_lines(source):
         return None
     records: dict[str, int] | None = None
@@ -264,20 +266,26 @@ def read_batch_by_reader(
     out = out.withColumn("_ingested_at", F.current_timestamp())
     if rest:
         names = [Path(f).name for f in rest]
-        out = out.unionByName(lines.drop("_layout").filter(file_name(F.col("_source_file")).isin(names)))
+        out = out.unionByName(lines().drop("_layout").filter(file_name(F.col("_source_file")).isin(names)))
     return ReaderBatch(out, len(alike), None if rest else records)
 
 
-def read_files(
-    spark: SparkSession, settings: Settings, source: FileSource, headers: CsvHeaders | None = None
-) -> DataFrame:
-    """A streaming DataFrame over the landing folder with lineage columns `_source_file`, `_ingested_at`.
-
-    CSV rows are matched to columns by the `headers` read when the run started (`csv_headers`).
-    """
+def read_files(spark: SparkSession, settings: Settings, source: FileSource) -> DataFrame:
+    """A streaming DataFrame over the landing folder: the files as read (lines, for a source parsed per line), with
+    `_metadata` as a column. A micro-batch is parsed (`parse_batch`) only when Spark's own reader does not read its
+    files (`read_batch_by_reader`): building the line parse's plan takes a few hundred calls into the JVM (about
+    0.3 s), and the query would plan it for every batch."""
     reader = _reader(spark.readStream, source).option("maxFileAge", NEVER_EXPIRE)
     if source.max_files_per_trigger:
         reader = reader.option("maxFilesPerTrigger", str(source.max_files_per_trigger))
-    df = parse_landed(reader.load(str(landing_folder(settings, source))), source, headers)
+    return reader.load(str(landing_folder(settings, source))).select("*", "_metadata")
+
+
+def parse_batch(df: DataFrame, source: FileSource, headers: CsvHeaders | None) -> DataFrame:
+    """A micro-batch of `read_files` parsed (`parse_landed`), with lineage columns `_source_file`, `_ingested_at`.
+
+    CSV rows are matched to columns by the `headers` read when the run started (`csv_headers`).
+    """
+    df = parse_landed(df, source, headers)
     df = df.withColumn("_source_file", F.col("_metadata.file_path")).withColumn("_ingested_at", F.current_timestamp())
     return df.drop("_metadata")

@@ -12,6 +12,7 @@ once, and a blocking asset check fails while a rejected file is not acknowledged
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -32,7 +33,7 @@ from pipelines.io.landing_parse import (
     rescued_value,
     without_rescued,
 )
-from pipelines.io.sources import read_batch_by_reader
+from pipelines.io.sources import parse_batch, read_batch_by_reader
 from pipelines.sources.file_stats import FileStats, file_stats, observed_figures, observed_files, read_observed
 from pipelines.spec.sources import FileSource
 from pipelines.spec.tables import TableSpec
@@ -199,7 +200,8 @@ def record(ctx: BatchContext, spec: TableSpec, health: list[FileHealth]) -> None
 def write_landed(
     ctx: BatchContext, df: DataFrame, spec: TableSpec, headers: CsvHeaders | None, ahead: ProofAhead | None = None
 ) -> None:
-    """Check one micro-batch of landed rows file by file, record their health, then write it through the sink.
+    """Check one micro-batch of landed files (`df`, as `read_files` reads them) file by file, record their health,
+    then write its rows through the sink.
 
     Nothing is written when the batch fails a check. Bronze keeps the rows of a rejected file (stamped); a
     table that reads landed files directly does not receive them. CSV and JSON files that Spark's own reader
@@ -210,14 +212,15 @@ def write_landed(
         check_layouts(ctx, headers)
     source = spec.source
     assert isinstance(source, FileSource)
+    lines = functools.cache(lambda: parse_batch(df, source, headers))
     with ctx.clock.stage("batch.reader_plan"):
-        by_reader = read_batch_by_reader(ctx.spark, source, headers, batch_files(ctx), df, ahead)
+        by_reader = read_batch_by_reader(ctx.spark, source, headers, batch_files(ctx), lines, ahead)
     if by_reader is not None:
         if _write_checked(ctx, by_reader.frame, spec, headers, by_reader.records):
             ctx.metrics[f"files_read_by_{source.format}_reader"] += by_reader.files
             return
         ctx.metrics["batches_parsed_again"] += 1
-    _write_checked(ctx, df, spec, headers, None)
+    _write_checked(ctx, lines(), spec, headers, None)
 
 
 def _write_checked(

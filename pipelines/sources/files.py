@@ -105,7 +105,7 @@ class FileKind(StreamedKind):
         """The landed lines with their lineage (the declared function runs per batch, after the checks); the
         JSON reader's proof of the unread files starts here, to run while the query starts."""
         self.ahead = prove_ahead(run.spark(), self.source, self.landed, run.checkpoint)
-        return read_files(run.spark(), run.settings, self.source, headers)
+        return read_files(run.spark(), run.settings, self.source)
 
     def write_batch(self, ctx: BatchContext, df: DataFrame, spec: TableSpec, headers: CsvHeaders | None) -> None:
         """Check the batch file by file, then write its rows and its files' health."""

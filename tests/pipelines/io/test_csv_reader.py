@@ -82,7 +82,8 @@ def _line_parse(spark: SparkSession, source: FileSource, paths: list[Path]) -> D
 def _by_reader(spark: SparkSession, source: FileSource, paths: list[Path], read: int) -> DataFrame:
     """The batch as `read_batch_by_reader` reads it, checking how many files the reader read."""
     headers = read_csv_headers(source, paths)
-    out = read_batch_by_reader(spark, source, headers, [str(p) for p in paths], _line_parse(spark, source, paths))
+    lines = _line_parse(spark, source, paths)
+    out = read_batch_by_reader(spark, source, headers, [str(p) for p in paths], lambda: lines)
     assert out is not None
     assert out[1] == read
     return out[0]

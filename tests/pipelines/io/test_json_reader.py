@@ -104,7 +104,7 @@ def _line_parse(spark: SparkSession, source: FileSource, paths: list[Path]) -> D
 
 def _by_reader(spark: SparkSession, source: FileSource, paths: list[Path], read: int) -> DataFrame:
     """The batch as `read_batch_by_reader` reads it, checking how many files the reader read."""
-    out = read_batch_by_reader(spark, source, None, [str(p) for p in paths], _line_parse(spark, source, paths))
+    out = read_batch_by_reader(spark, source, None, [str(p) for p in paths], lambda: _line_parse(spark, source, paths))
     assert out is not None
     assert out[1] == read
     return out[0]
@@ -244,6 +244,6 @@ def test_a_file_changed_after_the_proof_ahead_is_proved_again(spark: SparkSessio
     uris = [str(p) for p in paths]
     assert split_files(spark, SOURCE, uris, ahead) == ({uris[0]: 2}, [uris[1]])
     lines = _line_parse(spark, SOURCE, paths)
-    out = read_batch_by_reader(spark, SOURCE, None, uris, lines, ahead)
+    out = read_batch_by_reader(spark, SOURCE, None, uris, lambda: lines, ahead)
     assert out is not None and out[1] == 1
     assert _rows(out[0]) == _rows(lines) and len(_rows(lines)) == 5

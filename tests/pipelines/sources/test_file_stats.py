@@ -39,7 +39,7 @@ def test_observed_figures_equal_the_grouped_ones_and_are_refused_when_a_row_is_n
     dirty.write_text('{"id": 1}\n{"id": "x", "name": "a"}\n{"id": 2, "extra": 5}\n{"id": 3, "more": [1]}\n{"id"\n')
     files = [str(clean), str(dirty)]
     lines = batch_read_files(spark, SOURCE, files).withColumn("_ingested_at", F.current_timestamp())
-    by_reader = read_batch_by_reader(spark, SOURCE, None, files, lines)
+    by_reader = read_batch_by_reader(spark, SOURCE, None, files, lambda: lines)
     assert by_reader is not None and by_reader[1] == 1  # the clean file by Spark's reader, the other per line
     frame = by_reader[0]
 
@@ -72,7 +72,7 @@ def test_files_the_proof_counted_are_observed_without_counting_their_rows_again(
     b.write_text("".join(f'{{"id": {i}}}\n' for i in range(7)))
     files = [str(a), str(b)]
     lines = batch_read_files(spark, SOURCE, files).withColumn("_ingested_at", F.current_timestamp())
-    by_reader = read_batch_by_reader(spark, SOURCE, None, files, lines)
+    by_reader = read_batch_by_reader(spark, SOURCE, None, files, lambda: lines)
     assert by_reader is not None and by_reader.files == 2 and by_reader.records == {str(a): 3, str(b): 7}
     counted = observed_files(spark, files, by_reader.records)
     assert counted.records == (3, 7)
