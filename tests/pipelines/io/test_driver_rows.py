@@ -104,3 +104,20 @@ def test_delta_rows_read_back_from_the_current_version(tmp_path):
         {"file": "a", "rows": 3},
         {"file": "b", "rows": None},
     ]
+
+
+def test_rows_read_among_values_and_appended_with_properties_in_both_formats(tmp_path):
+    iceberg, catalog = _iceberg_files_table(tmp_path / "i", "bronze.q_files")
+    delta, path = _delta_files_table(tmp_path / "d", "bronze.q_files")
+    rows = [{"file": name, "rows": n, "recorded_at": NOW} for name, n in (("a", 1), ("b", 2), ("c", 3))]
+    for fmt in (iceberg, delta):
+        assert fmt.append_rows("bronze.q_files", rows, "w1", 0, {"tributary.rows-read": "3"}) == 3
+        # A batch whose rows were all there already still commits, with its properties.
+        assert fmt.append_rows("bronze.q_files", [], "w1", 1, {"tributary.rows-read": "2"}) == 0
+        among = fmt.read_rows("bronze.q_files", ("file", "rows"), ("file", ["c", "a", "z"]))
+        assert sorted(among, key=str) == [{"file": "a", "rows": 1}, {"file": "c", "rows": 3}], type(fmt).__name__
+        assert len(fmt.read_rows("bronze.q_files", ("file",))) == 3
+    summary = catalog.load_table("bronze.q_files").current_snapshot().summary
+    assert (summary["tributary.rows-read"], summary[BATCH_PROPERTY]) == ("2", "1")
+    last = DeltaTable(str(path)).history(1)[0]
+    assert (last["tributary.rows-read"], DeltaTable(str(path)).version()) == ("2", 2)
