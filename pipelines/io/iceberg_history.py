@@ -8,6 +8,7 @@ answer is known.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -138,19 +139,28 @@ def appended_summaries(spark: SparkSession, qualified: str, since: int | None, u
     """The summaries of the snapshots after `since` (None: from the table's first) up to `until` that appended
     rows, oldest first; None unless each of them appended or only rewrote files (a compaction) and the history
     back to `since` is still known (no expired snapshot in between)."""
-    table = load_table(spark, qualified)
+    snapshots = {s["snapshot-id"]: s for s in _metadata(spark, qualified).get("snapshots", [])}
     found: list[dict] = []
-    snapshot = table.snapshot(until)
-    while snapshot is not None and snapshot.snapshotId() != since:
-        if snapshot.operation() == "append":
-            found.append({str(k): str(v) for k, v in snapshot.summary().items()})
-        elif snapshot.operation() != "replace":
+    snapshot = snapshots.get(until)
+    while snapshot is not None and snapshot["snapshot-id"] != since:
+        summary = dict(snapshot.get("summary", {}))
+        operation = summary.pop("operation", None)
+        if operation == "append":
+            found.append(summary)
+        elif operation != "replace":
             return None
-        parent = snapshot.parentId()
+        parent = snapshot.get("parent-snapshot-id")
         if parent is None:
             return found[::-1] if since is None else None
-        snapshot = table.snapshot(parent)
+        snapshot = snapshots.get(parent)
     return found[::-1] if snapshot is not None else None
+
+
+def _metadata(spark: SparkSession, qualified: str) -> dict[str, Any]:
+    """The table's current metadata as Iceberg writes it (JSON), in one call: walking many snapshots' summaries
+    through the JVM gateway entry by entry took 2.4 s for a table of 160 snapshots."""
+    parser = spark.sparkContext._jvm.org.apache.iceberg.TableMetadataParser  # type: ignore[union-attr]
+    return json.loads(parser.toJson(load_table(spark, qualified).operations().current()))
 
 
 def replay_problem(spark: SparkSession, qualified: str) -> str | None:
