@@ -108,12 +108,7 @@ class TableFormats:
         return self.adapter(name).append(df, name, writer, batch_id, properties)
 
     def append_rows(
-        self,
-        name: str,
-        rows: Sequence[Mapping[str, object]],
-        writer: str,
-        batch_id: int,
-        properties: Mapping[str, str] | None = None,
+        self, name: str, rows: Sequence[Mapping], writer: str, batch_id: int, properties: Mapping | None = None
     ) -> int:
         return self.adapter(name).append_rows(name, rows, writer, batch_id, properties)
 

@@ -101,12 +101,7 @@ class IcebergFormat:
         return iceberg_history.added_rows(df.sparkSession, qualified, writer, batch_id)
 
     def append_rows(
-        self,
-        name: str,
-        rows: Sequence[Mapping[str, object]],
-        writer: str,
-        batch_id: int,
-        properties: Mapping[str, str] | None = None,
+        self, name: str, rows: Sequence[Mapping], writer: str, batch_id: int, properties: Mapping | None = None
     ) -> int:
         """pyiceberg commits the rows, with the snapshot summary of `append` (`iceberg_rows`)."""
         summary = {WRITER_PROPERTY: writer, BATCH_PROPERTY: str(batch_id), **(properties or {})}
