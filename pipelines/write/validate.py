@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import operator
 from dataclasses import dataclass
+from datetime import date
 from functools import reduce
 from typing import ClassVar
 
 from pyspark.sql import Column, DataFrame, Observation, Row, Window
 from pyspark.sql import functions as F
-from pyspark.sql.types import StructType
+from pyspark.sql.types import DataType, DateType, IntegralType, StringType, StructType
 
 from infra.errors import PipelineError
 from infra.identifiers import check_column_names
@@ -36,6 +37,11 @@ QUARANTINE_IDENTITY = "raw_record"
 
 # A batch with at most this many invalid rows quarantines them from the driver (`ValidateDedupeSink._quarantine`).
 DRIVER_QUARANTINE_ROWS = 1000
+
+# Key types whose smallest and largest value in a batch come back to Python and go into a filter unchanged, and
+# which Iceberg and Delta order as Spark does (strings by code point): the stored-key lookup reads only the data
+# files whose key range meets the batch's (`absent`).
+_RANGED_KEY_TYPES = (StringType, IntegralType, DateType)
 
 
 def quarantine_identity(rows: DataFrame) -> Column:
@@ -97,8 +103,10 @@ class ValidateDedupeSink(Sink):
         try:
             with ctx.clock.stage("batch.stats"):
                 invalid.count()
+                # (None when late; empty when the optimizer removed the observed plan, as for a batch that no rule
+                # can reject: then counted again.)
                 figures = observed(observation)
-                stats = Row(**figures) if figures is not None else self.stats(batch, ctx.expectations)
+                stats = Row(**figures) if figures else self.stats(batch, ctx.expectations)
             self._write(ctx, batch, invalid, stats)
         finally:
             invalid.unpersist()
@@ -110,8 +118,15 @@ class ValidateDedupeSink(Sink):
     def stat_columns(self, rows: DataFrame, expectations: tuple[Expectation, ...] = ()) -> list[Column]:
         """Counts of `rows`: all, invalid, valid with warnings, each rule's failures (`rule:<name>`), the valid
         rows' event-time range as microseconds (`lo`, `hi`), and the valid rows each countable expectation of
-        `expectations` does not accept (`expect:<index>`, `pipelines.spec.held`)."""
+        `expectations` does not accept (`expect:<index>`, `pipelines.spec.held`), and the valid rows' smallest and
+        largest first key part (`key_lo`, `key_hi`) when its type allows a range lookup (`_RANGED_KEY_TYPES`)."""
         is_valid = passes_rules()
+        first_key = self.keys[0]
+        ranged = isinstance(rows.schema[first_key].dataType, _RANGED_KEY_TYPES) if first_key in rows.columns else False
+        key_range = [
+            F.min(F.when(is_valid, F.col(first_key))).alias("key_lo"),
+            F.max(F.when(is_valid, F.col(first_key))).alias("key_hi"),
+        ]
         counted = [
             F.sum((is_valid & violation(e)).cast("long")).alias(f"expect:{i}")
             for i, e in enumerate(expectations)
@@ -129,6 +144,7 @@ class ValidateDedupeSink(Sink):
             F.sum((is_valid & reduce(operator.or_, [F.col(k).isNull() for k in self.keys])).cast("long")).alias(
                 "null_keys"
             ),
+            *(key_range if ranged else []),
         ]
 
     def held(self, stats: Row, expectations: tuple[Expectation, ...]) -> list[str]:
@@ -191,15 +207,22 @@ class ValidateDedupeSink(Sink):
             ctx.metrics["replayed_batches_skipped"] += 1
             return
         first = self.first_per_key(batch)
-        new = self._not_stored(ctx, first).select(*self.output_columns)
+        new = self._not_stored(ctx, first, stats).select(*self.output_columns)
         ledger = {ROWS_READ_PROPERTY: str(valid_rows), **held_property(self.held(stats, ctx.expectations))}
         added = ctx.append(new, ctx.table, ledger)
         ctx.metrics["duplicates_dropped"] += valid_rows - added
 
-    def _not_stored(self, ctx: BatchContext, first: DataFrame) -> DataFrame:
+    def _not_stored(self, ctx: BatchContext, first: DataFrame, stats: Row) -> DataFrame:
         """The rows of `first` whose key the table does not hold yet (`absent`): a key is stored once, whatever
-        the event time of a later copy."""
-        return absent(ctx, first, ctx.table, self.keys)
+        the event time of a later copy. Stored keys are looked up within the batch's range of the first key part
+        (`stats`' `key_lo` to `key_hi`, when counted)."""
+        counts = stats.asDict()
+        lo, hi = counts.get("key_lo"), counts.get("key_hi")
+        if lo is None or hi is None:
+            return absent(ctx, first, ctx.table, self.keys)
+        kind = first.schema[self.keys[0]].dataType
+        within = F.col(self.keys[0]).between(_literal(lo, kind), _literal(hi, kind))
+        return absent(ctx, first, ctx.table, self.keys, within)
 
     def _quarantine(self, ctx: BatchContext, rows: DataFrame, invalid: int) -> int:
         """Append the batch's `invalid` rows (`rows`) to the quarantine table, once; return the rows added.
@@ -244,15 +267,29 @@ class ValidateDedupeSink(Sink):
         return absent(ctx, first, self.quarantine_table, (QUARANTINE_IDENTITY,))
 
 
-def absent(ctx: BatchContext, rows: DataFrame, table: str, keys: tuple[str, ...]) -> DataFrame:
+def _literal(value: object, kind: DataType) -> Column:
+    """`value` (collected from a column of type `kind`, `_RANGED_KEY_TYPES`) as a literal of that type; a date as
+    its ISO text, which Spark reads back exactly for any year (py4j failed to hand over the date 0001-01-01)."""
+    return F.lit(value.isoformat() if isinstance(value, date) else value).cast(kind)
+
+
+def absent(
+    ctx: BatchContext, rows: DataFrame, table: str, keys: tuple[str, ...], within: Column | None = None
+) -> DataFrame:
     """The `rows` whose `keys` `table` does not hold.
 
     Every stored row of the batch's keys is looked up: a semi join against the batch's keys, so only matches
-    travel and the key columns alone are read; the anti join of the batch against them stays small. A table
-    without data files (a first load) holds none, and the lookup would compute the rows twice.
+    travel and the key columns alone are read; the anti join of the batch against them stays small. `within`, a
+    condition every key of `rows` meets (a range of the first key part), is pushed to the table's scan, which
+    then skips the data files whose key statistics lie outside it: with keys that grow over time (ids, dates)
+    an increment reads a few files instead of every stored key. A table without data files (a first load)
+    holds none, and the lookup would compute the rows twice.
     """
     if ctx.holds_no_files(table):
         return rows
     names = list(keys)
-    stored = ctx.fmt.read(ctx.spark, table).select(*names).join(rows.select(*names), names, "left_semi")
+    stored = ctx.fmt.read(ctx.spark, table).select(*names)
+    if within is not None:
+        stored = stored.filter(within)
+    stored = stored.join(rows.select(*names), names, "left_semi")
     return rows.join(stored, names, "left_anti")
