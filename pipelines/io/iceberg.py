@@ -48,13 +48,21 @@ class IcebergFormat:
 
     def ensure_table(self, spark: SparkSession, table: OutputTable, allow_added: bool = False) -> None:
         """Create the namespace and table if missing; add declared columns it lacks; fail naming the table if
-        a column's type differs or (unless `allow_added`) it holds columns the spec does not declare."""
-        if self._stands_as_declared(spark, table, allow_added):
-            return
+        a column's type differs or (unless `allow_added`) it holds columns the spec does not declare.
+
+        With a SQLite catalog its database says what exists: a table that stands as declared asks Spark nothing,
+        and Spark is not asked again whether a table or namespace exists (a run holds the table's lock)."""
+        local = self._sqlite_tables()
+        if local is not None and table.name in local:
+            found = self._local_metadata(table.name)
+            if found is not None and found.stands_as(table.schema.fields, allow_added):
+                return
         qualified = self.qualified(table.name)
         ns = qualified.rsplit(".", 1)[0]
-        spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {ns}")
-        if spark.catalog.tableExists(qualified):
+        namespace = table.name.rsplit(".", 1)[0]
+        if local is None or all(name.rsplit(".", 1)[0] != namespace for name in local):
+            spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {ns}")
+        if (local is None or table.name in local) and spark.catalog.tableExists(qualified):
             existing = spark.table(qualified).schema
             check_schema(table.name, existing, table.schema, allow_added)
             missing = [f for f in table.schema.fields if f.name not in existing.names]
@@ -69,9 +77,14 @@ class IcebergFormat:
         ddl = ", ".join(f"{f.name} {f.dataType.simpleString()}" for f in table.schema.fields)
         spark.sql(f"CREATE TABLE IF NOT EXISTS {qualified} ({ddl}) USING iceberg{partition} TBLPROPERTIES ({props})")
 
-    def _stands_as_declared(self, spark: SparkSession, table: OutputTable, allow_added: bool) -> bool:
-        found = self.settings.uses_sqlite and self.exists(spark, table.name) and self._local_metadata(table.name)
-        return bool(found) and found.stands_as(table.schema.fields, allow_added)  # type: ignore[union-attr]
+    def _sqlite_tables(self) -> set[str] | None:
+        """The tables (`namespace.table`) in the SQLite catalog database; None without one on disk."""
+        if not (self.settings.uses_sqlite and self.settings.catalog_db.is_file()):
+            return None
+        try:
+            return set(CatalogReader(self.settings).locations())
+        except ConfigError:
+            return None
 
     def columns(self, spark: SparkSession, name: str) -> list[str]:
         """The table's column names now (from its metadata)."""
@@ -255,11 +268,9 @@ class IcebergFormat:
 
     def exists(self, spark: SparkSession | None, name: str) -> bool:
         """Whether the table exists; with a SQLite catalog, read from the catalog database (no JVM needed)."""
-        if self.settings.uses_sqlite and self.settings.catalog_db.is_file():
-            try:
-                return name in CatalogReader(self.settings).locations()
-            except ConfigError:
-                pass
+        local = self._sqlite_tables()
+        if local is not None:
+            return name in local
         return self._session(spark).catalog.tableExists(self.qualified(name))
 
     def current_snapshot(self, spark: SparkSession | None, name: str) -> Snapshot | None:
