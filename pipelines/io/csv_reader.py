@@ -4,7 +4,7 @@ The line parse (`pipelines.io.landing_parse.parse_csv_lines`) keeps every promis
 reading the file as text first and then parsing each line as a value: about 2.7x Spark's CSV reader. The reader
 parses the same lines with the same parser (Univocity, the same options), so for a file where nothing tells the
 two apart it gives the same rows. What tells them apart is decided from the file's bytes on the driver, before
-the batch is read (`reads_alike`, a scan at memory speed):
+the batch is read (`reads_alike`, one pass over each file in the JVM, files in parallel):
 
 - bytes that are not UTF-8 (the reader would replace them silently; the line parse marks the line corrupt), a
   byte-order mark after the start, and control characters other than tab and line ends (the reader's blank-line
@@ -22,7 +22,7 @@ parsed again line by line before anything is written (`pipelines.sources.file_he
 
 from __future__ import annotations
 
-import codecs
+import json
 from pathlib import Path
 
 from pyspark.sql import Column, DataFrame, SparkSession
@@ -33,7 +33,6 @@ from infra.paths import COMPRESSED_SUFFIXES, local_path
 from infra.spark_functions import csv_decimal_function
 from pipelines.io.landing import read_as_pattern
 from pipelines.io.landing_parse import (
-    BOM,
     CORRUPT_COLUMN,
     READER_ONLY_OPTIONS,
     RESCUED_COLUMN,
@@ -47,11 +46,6 @@ from pipelines.spec.sources import FileSource
 REPARSE_MARK = "\x00tributary:reparse"
 # Options that mean the same to the reader and to the line parse; any other option keeps a source on the line parse.
 _SAME_MEANING = {"sep", "delimiter", "quote", "escape", "nullValue", "emptyValue", "dateFormat", "timestampFormat"}
-# Every byte but the control characters the reader's blank-line test trims (all but tab and line ends): deleting
-# them from a chunk leaves only those (bytes.translate runs at memory speed; a regular expression at 30 MB/s).
-_NOT_CONTROL = bytes(b for b in range(256) if b >= 0x20 or b in b"\t\n\r")
-_CHUNK = 1 << 22
-_BOM_BYTES = BOM.encode()
 
 
 def reader_applies(source: FileSource) -> bool:
@@ -59,45 +53,27 @@ def reader_applies(source: FileSource) -> bool:
     return source.format == "csv" and all(k in _SAME_MEANING or k in READER_ONLY_OPTIONS for k, _ in source.options)
 
 
-def reads_alike(path: Path, header_line: str) -> bool:
-    """Whether Spark's CSV reader reads the same records from the file at `path` as the line parse (see the module
-    docstring); the file is read once, in chunks."""
-    if path.suffix in COMPRESSED_SUFFIXES:
-        return False
-    header = header_line.encode()
-    decoder = codecs.getincrementaldecoder("utf-8")()
-    offset, tail = 0, b""
-    try:
-        with path.open("rb") as fh:
-            while chunk := fh.read(_CHUNK):
-                if offset == 0:
-                    start = len(_BOM_BYTES) if chunk.startswith(_BOM_BYTES) else 0
-                    end = start + len(header)
-                    if not chunk.startswith(header, start) or chunk[end : end + 1] not in (b"\n", b"\r", b""):
-                        return False  # not its header first, alone on its line
-                    body = chunk[end:]
-                else:
-                    body = chunk
-                if chunk.translate(None, _NOT_CONTROL):
-                    return False
-                if not chunk.isascii():  # (a byte-order mark is not ASCII)
-                    if _BOM_BYTES in body:
-                        return False
-                    decoder.decode(chunk)
-                # A copy of the header after the first line, also across the chunk boundary.
-                if header in body or header in tail + body[: len(header)]:
-                    return False
-                tail = body[-len(header) :] if len(body) >= len(header) else (tail + body)[-len(header) :]
-                offset += len(chunk)
-            decoder.decode(b"", final=True)
-    except (OSError, UnicodeDecodeError):
-        return False
-    return True
+def reads_alike(
+    spark: SparkSession, paths: list[Path], header_lines: list[str], chunk: int | None = None
+) -> list[bool]:
+    """Per path: whether Spark's CSV reader reads the same records from the file as the line parse, given the
+    header line the run read for it (see the module docstring). One pass over each file in the JVM (infra/jvm
+    `CsvFileProof`), files in parallel, `chunk` bytes at a time."""
+    if not paths:
+        return []
+    proof = spark._jvm.tributary.landing.CsvFileProof  # type: ignore[union-attr]
+    scanned = [i for i, p in enumerate(paths) if p.suffix not in COMPRESSED_SUFFIXES]  # compressed: not scanned
+    args = [json.dumps([str(paths[i]) for i in scanned]), json.dumps([header_lines[i] for i in scanned])]
+    flags = str(proof.readsAlike(*args) if chunk is None else proof.readsAlike(*args, chunk))
+    alike = [False] * len(paths)
+    for i, flag in zip(scanned, flags, strict=True):
+        alike[i] = flag == "1"
+    return alike
 
 
-def split_files(headers: CsvHeaders, files: list[str]) -> tuple[dict[int, list[str]], list[str]]:
+def split_files(spark: SparkSession, headers: CsvHeaders, files: list[str]) -> tuple[dict[int, list[str]], list[str]]:
     """The batch's files for the reader by layout index, and the rest (for the line parse)."""
-    by_layout: dict[int, list[str]] = {}
+    candidates: dict[str, tuple[Path, int]] = {}
     rest: list[str] = []
     for uri in files:
         path = local_path(uri)
@@ -107,11 +83,18 @@ def split_files(headers: CsvHeaders, files: list[str]) -> tuple[dict[int, list[s
             or layout is None
             or path.name in headers.problems
             or read_as_pattern(path)  # a path the reader would take as a pattern
-            or not reads_alike(path, headers.header_lines[layout])
         ):
             rest.append(uri)
         else:
+            candidates[uri] = (path, layout)
+    paths = [path for path, _ in candidates.values()]
+    alike = reads_alike(spark, paths, [headers.header_lines[layout] for _, layout in candidates.values()])
+    by_layout: dict[int, list[str]] = {}
+    for (uri, (_, layout)), ok in zip(candidates.items(), alike, strict=True):
+        if ok:
             by_layout.setdefault(layout, []).append(uri)
+        else:
+            rest.append(uri)
     return by_layout, rest
 
 
@@ -155,6 +138,7 @@ def read_layout(spark: SparkSession, source: FileSource, names: tuple[str, ...],
         *[values.get(f.name, F.lit(None).cast(f.dataType)).alias(f.name) for f in source.schema.fields],
         F.when(corrupt.isNull() & inexact, F.lit(REPARSE_MARK)).otherwise(corrupt).alias(CORRUPT_COLUMN),
         *[named_column(n).alias(f"_extra{i}") for i, n in enumerate(extra)],
+        # (Not `input_file_name()`: cheaper, but nondeterministic, and Spark refuses a MERGE that reads such a batch.)
         F.col("_metadata.file_path").alias("_source_file"),
     )
     # The text of every cell is parsed only for a malformed record (rare): the values `_rescued_data` keeps.

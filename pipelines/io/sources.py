@@ -253,7 +253,7 @@ def read_batch_by_reader(
         alike = list(records)
         frames = [json_reader.read_json_files(spark, source, alike)] if alike else []
     elif headers is not None and csv_reader.reader_applies(source):
-        by_layout, rest = csv_reader.split_files(headers, files)
+        by_layout, rest = csv_reader.split_files(spark, headers, files)
         alike = [path for paths in by_layout.values() for path in paths]
         frames = [csv_reader.read_layout(spark, source, headers.layouts[i], paths) for i, paths in by_layout.items()]
     else:

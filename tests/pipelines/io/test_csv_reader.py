@@ -61,7 +61,7 @@ MESSY = {
         b",,,,\n"
         b"a12, 12 ,1.00,2026-01-12,2026-01-12 00:00:00"  # no final line end
     ),
-    "b.csv": (  # another layout, with an undeclared column
+    "b é +.csv": (  # another layout, with an undeclared column (and a name URIs encode)
         b"at,day,coupon,price,qty,id\r\n"
         b"2026-02-01 00:00:00,2026-02-01,C1,1.10,1,b1\r\n"
         b"2026-02-02 00:00:00,2026-02-02,,1.20,zz,b2\r\n"
@@ -97,7 +97,8 @@ def _rows(df: DataFrame) -> list[tuple]:
 
 def test_messy_files_read_by_the_reader_equal_the_line_parse(spark: SparkSession, tmp_path: Path) -> None:
     paths = land_files(tmp_path / "things", MESSY)
-    assert all(reads_alike(p, read_csv_headers(SOURCE, [p]).header_lines[0]) for p in paths)
+    headers = read_csv_headers(SOURCE, paths)
+    assert reads_alike(spark, paths, [headers.header_lines[headers.by_file[p.name]] for p in paths]) == [True] * 3
     by_reader = _by_reader(spark, SOURCE, paths, read=3)
     expected = _rows(_line_parse(spark, SOURCE, paths))
     assert _rows(by_reader) == expected
@@ -116,22 +117,74 @@ def test_messy_files_read_by_the_reader_equal_the_line_parse(spark: SparkSession
         b"id,qty\nx,1\x00\n",  # a control character
         b"id,qty\nx,1\nid,qty\ny,2\n",  # the header again
         b"\nid,qty\nx,1\n",  # not starting with its header
+        b"id,qtyy\nx,1\n",  # its header not alone on its line
     ],
-    ids=["not-utf8", "inner-bom", "control", "header-again", "late-header"],
+    ids=["not-utf8", "inner-bom", "control", "header-again", "late-header", "longer-header"],
 )
-def test_bytes_the_reader_would_read_otherwise_keep_the_line_parse(tmp_path: Path, data: bytes) -> None:
+def test_bytes_the_reader_would_read_otherwise_keep_the_line_parse(
+    spark: SparkSession, tmp_path: Path, data: bytes
+) -> None:
     path = tmp_path / "f.csv"
     path.write_bytes(data)
-    assert not reads_alike(path, "id,qty")
+    assert reads_alike(spark, [path], ["id,qty"]) == [False]
 
 
-def test_a_clean_file_with_a_leading_bom_reads_alike(tmp_path: Path) -> None:
+# Byte sequences at the edges of UTF-8 (overlong forms, surrogates, beyond U+10FFFF, cut characters) and of the
+# control characters.
+EDGES = [
+    b"\xc0\x80",
+    b"\xc1\xbf",
+    b"\xc2\x80",
+    b"\xdf\xbf",
+    b"\xe0\x9f\xbf",
+    b"\xe0\xa0\x80",
+    b"\xed\x9f\xbf",
+    b"\xed\xa0\x80",
+    b"\xed\xbf\xbf",
+    b"\xee\x80\x80",
+    b"\xef\xbf\xbf",
+    b"\xf0\x8f\xbf\xbf",
+    b"\xf0\x90\x80\x80",
+    b"\xf4\x8f\xbf\xbf",
+    b"\xf4\x90\x80\x80",
+    b"\xf5\x80\x80\x80",
+    b"\xff",
+    b"\x80",
+    b"\xe2\x82",
+    b"\xe2\x82\xac",
+    b"\x7f",
+    b"\x1f",
+    b"\x0b",
+    b"\t",
+    b"\r",
+    b"\x00",
+]
+
+
+def test_the_scan_reads_utf8_and_control_characters_as_python_does(spark: SparkSession, tmp_path: Path) -> None:
+    paths, expected = [], []
+    for i, edge in enumerate(EDGES):
+        data = b"id,qty\nx" + edge + b"y,1\n"
+        try:
+            data.decode("utf-8")
+            clean = not any(b < 0x20 and b not in b"\t\n\r" for b in data)
+        except UnicodeDecodeError:
+            clean = False
+        paths.append(tmp_path / f"f{i}.csv")
+        paths[-1].write_bytes(data)
+        expected.append(clean)
+    assert reads_alike(spark, paths, ["id,qty"] * len(paths)) == expected
+    assert expected.count(True) == 12  # both outcomes occur
+
+
+def test_a_clean_file_with_a_leading_bom_reads_alike(spark: SparkSession, tmp_path: Path) -> None:
     path = tmp_path / "f.csv"
     path.write_bytes(b"\xef\xbb\xbfid,qty\r\nx,1\r\n")
-    assert reads_alike(path, "id,qty")
     gz = tmp_path / "g.csv.gz"
     gz.write_bytes(gzip.compress(b"id,qty\nx,1\n"))
-    assert not reads_alike(gz, "id,qty")
+    only = tmp_path / "h.csv"
+    only.write_bytes(b"id,qty")
+    assert reads_alike(spark, [path, gz, only], ["id,qty"] * 3) == [True, False, True]
 
 
 def test_files_the_scan_refuses_come_from_the_line_parse(spark: SparkSession, tmp_path: Path) -> None:
@@ -195,14 +248,16 @@ def test_options_the_reader_would_read_otherwise_keep_the_line_parse() -> None:
     assert not reader_applies(FileSource("t", "json", SCHEMA))
 
 
-def test_the_scan_reads_in_chunks_and_sees_across_their_edges(tmp_path: Path, monkeypatch) -> None:
-    import pipelines.io.csv_reader as module
-
-    monkeypatch.setattr(module, "_CHUNK", 7)
-    path = tmp_path / "f.csv"
-    path.write_bytes("id,qty\nx,1\ncafé ✓,2\nyy,3\n".encode())  # multi-byte characters split across chunks
-    assert reads_alike(path, "id,qty")
-    path.write_bytes(b"id,qty\nx,1\nzz,2\nid,qty\n")  # the header again, across a chunk edge
-    assert not reads_alike(path, "id,qty")
-    path.write_bytes(b"id,qty\nx,1\nzz,2\n\xc3")  # a character cut off at the end
-    assert not reads_alike(path, "id,qty")
+def test_the_scan_reads_in_chunks_and_sees_across_their_edges(spark: SparkSession, tmp_path: Path) -> None:
+    cases = [
+        ("id,qty\nx,1\ncafé ✓,2\nyy,3\n".encode(), True),  # multi-byte characters split across chunks
+        (b"id,qty\nx,1\nzz,2\nid,qty\n", False),  # the header again, across a chunk edge
+        (b"id,qty\nx,1\nzz,2\n\xc3", False),  # a character cut off at the end
+        (b"id,qty\nx,1\nz\xef\xbb\xbfz,2\n", False),  # a byte-order mark across a chunk edge
+    ]
+    paths = []
+    for i, (data, _) in enumerate(cases):
+        paths.append(tmp_path / f"f{i}.csv")
+        paths[-1].write_bytes(data)
+    for chunk in (1, 2, 3, 7):
+        assert reads_alike(spark, paths, ["id,qty"] * len(paths), chunk) == [alike for _, alike in cases], chunk
