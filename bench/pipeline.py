@@ -8,6 +8,7 @@ import subprocess
 import sys
 import time
 from dataclasses import replace
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -359,7 +360,7 @@ def bench_landing_parse(
 
     def json_landing() -> None:
         files = json_files
-        read = read_batch_by_reader(spark, source, None, files, lambda: json_lines)
+        read = read_batch_by_reader(spark, source, None, files, lambda: json_lines, datetime.now(UTC))
         if read is None or read[1] != len(files):
             raise RuntimeError("the generated JSON files were not read by Spark's JSON reader")
         read[0].write.format("noop").mode("overwrite").save()
@@ -382,7 +383,9 @@ def bench_landing_parse(
     def csv_landing() -> None:
         paths = sorted(wide_folder.iterdir())
         files = [str(p) for p in paths]
-        read = read_batch_by_reader(spark, wide, read_csv_headers(wide, paths), files, lambda: csv_lines)
+        read = read_batch_by_reader(
+            spark, wide, read_csv_headers(wide, paths), files, lambda: csv_lines, datetime.now(UTC)
+        )
         if read is None or read[1] != len(files):
             raise RuntimeError("the generated CSV files were not read by Spark's CSV reader")
         read[0].write.format("noop").mode("overwrite").save()

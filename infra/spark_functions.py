@@ -2,15 +2,30 @@
 
 from __future__ import annotations
 
-from pyspark.sql import SparkSession
-from pyspark.sql.types import DecimalType, IntegerType, StringType
+from datetime import UTC, datetime, timedelta
+from functools import reduce
 
-from infra.jars import CSV_DECIMAL, CSV_RESCUED, EXACT_DECIMAL, JSON_LINE_SHAPE, JSON_RESCUED
+from py4j.java_gateway import JavaObject
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.column import _to_java_column, _to_seq
+from pyspark.sql.types import DataType, DecimalType, IntegerType, LongType, StringType, TimestampType
+
+from infra.jars import (
+    BATCH_CONSTANT,
+    CSV_DECIMAL,
+    CSV_RESCUED,
+    EXACT_DECIMAL,
+    JSON_LINE_SHAPE,
+    JSON_RESCUED,
+    LANDED_FILE_PATH,
+)
 
 # Registered in every session `infra.spark` builds (and so in the sessions streaming queries clone from it).
 JSON_LINE_SHAPE_FUNCTION = "tributary_json_line_shape"
 JSON_RESCUED_FUNCTION = "tributary_json_rescued"
 CSV_RESCUED_FUNCTION = "tributary_csv_rescued"
+LANDED_FILE_PATH_FUNCTION = "tributary_landed_file_path"
 
 
 def register_functions(session: SparkSession) -> None:
@@ -18,6 +33,7 @@ def register_functions(session: SparkSession) -> None:
     session.udf.registerJavaFunction(JSON_LINE_SHAPE_FUNCTION, JSON_LINE_SHAPE, IntegerType())
     session.udf.registerJavaFunction(JSON_RESCUED_FUNCTION, JSON_RESCUED, StringType())
     session.udf.registerJavaFunction(CSV_RESCUED_FUNCTION, CSV_RESCUED, StringType())
+    session.udf.registerJavaFunction(LANDED_FILE_PATH_FUNCTION, LANDED_FILE_PATH, StringType())
 
 
 def exact_decimal_function(session: SparkSession, decimal: DecimalType) -> str:
@@ -36,3 +52,43 @@ def csv_decimal_function(session: SparkSession, decimal: DecimalType) -> str:
     if not session.catalog.functionExists(name):
         session.udf.registerJavaFunction(name, CSV_DECIMAL, decimal)
     return name
+
+
+def landed_file_path(column: Column) -> Column:
+    """The path of the file each row is read from, as `_metadata.file_path` gives it, without the row copy that
+    `_metadata` costs a CSV or JSON scan (`tributary.landing.LandedFilePath`). Only in a projection directly over
+    a file scan; `column` is any non-constant column of the scan (its value is ignored)."""
+    return F.call_function(LANDED_FILE_PATH_FUNCTION, column)
+
+
+def batch_time(session: SparkSession, at: datetime, anchor: Column) -> Column:
+    """`at` (timezone-aware) as a TIMESTAMP for every row, with no literal in the generated code, so that every
+    batch runs the same compiled code (`tributary.landing.BatchConstant`); `anchor` is any non-constant column of
+    the rows (its value is ignored)."""
+    micros = (at - _EPOCH) // timedelta(microseconds=1)
+    return _batch_constant(session, _constants(session).ofMicros(micros), TimestampType(), anchor, "batch_time")
+
+
+def with_batch_number(df: DataFrame, column: str, value: int) -> DataFrame:
+    """`df` with `column` set to `value` (a BIGINT, such as the batch's id) on every row, with no literal in the
+    generated code (see `batch_time`)."""
+    anchor = df[df.columns[0]].isNull()
+    function = _constants(df.sparkSession).ofLong(value)
+    return df.withColumn(column, _batch_constant(df.sparkSession, function, LongType(), anchor, "batch_number"))
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def _constants(session: SparkSession) -> JavaObject:
+    return reduce(getattr, BATCH_CONSTANT.split("."), session._jvm)  # type: ignore[no-any-return]
+
+
+def _batch_constant(
+    session: SparkSession, function: JavaObject, data_type: DataType, anchor: Column, name: str
+) -> Column:
+    jvm = session._jvm
+    assert jvm is not None
+    udf = jvm.org.apache.spark.sql.functions.udf(function, session._jsparkSession.parseDataType(data_type.json()))
+    udf = udf.withName(f"tributary_{name}")
+    return Column(udf.apply(_to_seq(session.sparkContext, [anchor], _to_java_column)))

@@ -30,7 +30,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import DataType, DecimalType, StringType, StructField, StructType
 
 from infra.paths import COMPRESSED_SUFFIXES, local_path
-from infra.spark_functions import csv_decimal_function
+from infra.spark_functions import csv_decimal_function, landed_file_path
 from pipelines.io.landing import read_as_pattern
 from pipelines.io.landing_parse import (
     CORRUPT_COLUMN,
@@ -138,8 +138,8 @@ def read_layout(spark: SparkSession, source: FileSource, names: tuple[str, ...],
         *[values.get(f.name, F.lit(None).cast(f.dataType)).alias(f.name) for f in source.schema.fields],
         F.when(corrupt.isNull() & inexact, F.lit(REPARSE_MARK)).otherwise(corrupt).alias(CORRUPT_COLUMN),
         *[named_column(n).alias(f"_extra{i}") for i, n in enumerate(extra)],
-        # (Not `input_file_name()`: cheaper, but nondeterministic, and Spark refuses a MERGE that reads such a batch.)
-        F.col("_metadata.file_path").alias("_source_file"),
+        # (Anchored on a cell: Spark refuses a query reading only `_corrupt_record`.)
+        landed_file_path(named_column(names[0]).isNull()).alias("_source_file"),
     )
     # The text of every cell is parsed only for a malformed record (rare): the values `_rescued_data` keeps.
     text_options = {k: v for k, v in options.items() if k not in ("header", "enforceSchema")}

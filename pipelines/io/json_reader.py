@@ -35,6 +35,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from infra.paths import COMPRESSED_SUFFIXES, local_path
+from infra.spark_functions import landed_file_path
 from pipelines.io.landing import read_as_pattern
 from pipelines.io.landing_parse import CORRUPT_COLUMN, RESCUED_COLUMN, with_corrupt
 from pipelines.io.landing_values import NOT_ONE_OBJECT, exact_scales, json_line_shape, json_rescued, named_column
@@ -142,10 +143,10 @@ def read_json_files(spark: SparkSession, source: FileSource, files: list[str]) -
     # A corrupt record whose line is not one whole object (`JsonFileProof.brokenObject`) has no values, as in the
     # line parse; judged in its own projection, once per row and only for corrupt records.
     broken = corrupt.isNotNull() & (json_line_shape(corrupt, source.schema.names) == NOT_ONE_OBJECT)
-    # (The file's path is taken here, next to the scan: taken above it, the scan would build all of `_metadata`.)
-    judged = read.select(
-        "*", F.coalesce(broken, F.lit(False)).alias("_broken"), F.col("_metadata.file_path").alias("_source_file")
-    )
+    # The file's path is taken in the projection over the scan, where the scan's current file is the row's
+    # (anchored on a declared column: Spark refuses a query reading only `_corrupt_record`).
+    path = landed_file_path(named_column(source.schema.names[0]).isNull())
+    judged = read.select("*", F.coalesce(broken, F.lit(False)).alias("_broken"), path.alias("_source_file"))
     whole = ~F.col("_broken")
     typed = judged.select(
         *[F.when(whole, named_column(f.name)).alias(f.name) for f in source.schema.fields],

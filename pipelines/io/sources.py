@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
+from datetime import datetime
 from pathlib import Path
 from typing import NamedTuple
 
@@ -22,6 +23,7 @@ from pyspark.sql.streaming import DataStreamReader
 from infra.errors import ConfigError, PipelineError
 from infra.paths import canonical_all, local_path, misnamed_compression, open_landed
 from infra.settings import Settings
+from infra.spark_functions import batch_time
 from pipelines.io import csv_reader, file_ledger, json_reader
 from pipelines.io.checkpoints import pending_batch, seen_files
 from pipelines.io.landing import is_landed_name, landed_paths, landing_folder
@@ -35,6 +37,7 @@ from pipelines.io.landing_parse import (
     read_csv_headers,
     with_corrupt,
 )
+from pipelines.io.landing_values import named_column
 from pipelines.spec.sources import FileSource
 
 LINEAGE_COLUMNS = ("_source_file", "_ingested_at")
@@ -239,12 +242,13 @@ def read_batch_by_reader(
     headers: CsvHeaders | None,
     files: list[str],
     lines: Callable[[], DataFrame],
+    ingested_at: datetime,
     ahead: json_reader.ProofAhead | None = None,
 ) -> ReaderBatch | None:
     """One micro-batch of landed files (`files`) read by Spark's own CSV or JSON reader where it reads them exactly
     as the line parse does (`pipelines.io.csv_reader`, `pipelines.io.json_reader`; JSON files proved `ahead` are
     not proved again); the other files' rows are taken from `lines()`, the batch parsed per line (`parse_batch`),
-    built only then. None when no file qualifies: then `lines()` is the batch."""
+    built only then. None when no file qualifies: then `lines()` is the batch. Rows are stamped `ingested_at`."""
     if not _reads_lines(source):
         return None
     records: dict[str, int] | None = None
@@ -263,7 +267,7 @@ def read_batch_by_reader(
     out = frames[0]
     for frame in frames[1:]:
         out = out.unionByName(frame)
-    out = out.withColumn("_ingested_at", F.current_timestamp())
+    out = _stamped(out, source, ingested_at)
     if rest:
         names = [Path(f).name for f in rest]
         out = out.unionByName(lines().drop("_layout").filter(file_name(F.col("_source_file")).isin(names)))
@@ -281,11 +285,18 @@ def read_files(spark: SparkSession, settings: Settings, source: FileSource) -> D
     return reader.load(str(landing_folder(settings, source))).select("*", "_metadata")
 
 
-def parse_batch(df: DataFrame, source: FileSource, headers: CsvHeaders | None) -> DataFrame:
-    """A micro-batch of `read_files` parsed (`parse_landed`), with lineage columns `_source_file`, `_ingested_at`.
+def parse_batch(df: DataFrame, source: FileSource, headers: CsvHeaders | None, ingested_at: datetime) -> DataFrame:
+    """A micro-batch of `read_files` parsed (`parse_landed`), with lineage columns `_source_file` and
+    `_ingested_at` (the batch's `ingested_at`, see `infra.spark_functions.batch_time`).
 
     CSV rows are matched to columns by the `headers` read when the run started (`csv_headers`).
     """
     df = parse_landed(df, source, headers)
-    df = df.withColumn("_source_file", F.col("_metadata.file_path")).withColumn("_ingested_at", F.current_timestamp())
+    df = _stamped(df.withColumn("_source_file", F.col("_metadata.file_path")), source, ingested_at)
     return df.drop("_metadata")
+
+
+def _stamped(df: DataFrame, source: FileSource, ingested_at: datetime) -> DataFrame:
+    # (Anchored on a declared column: Spark refuses a query reading only `_corrupt_record`.)
+    anchor = named_column(source.schema.names[0]).isNull()
+    return df.withColumn("_ingested_at", batch_time(df.sparkSession, ingested_at, anchor))

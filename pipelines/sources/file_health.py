@@ -212,9 +212,10 @@ def write_landed(
         check_layouts(ctx, headers)
     source = spec.source
     assert isinstance(source, FileSource)
-    lines = functools.cache(lambda: parse_batch(df, source, headers))
+    at = datetime.now(UTC)
+    lines = functools.cache(lambda: parse_batch(df, source, headers, at))
     with ctx.clock.stage("batch.reader_plan"):
-        by_reader = read_batch_by_reader(ctx.spark, source, headers, batch_files(ctx), lines, ahead)
+        by_reader = read_batch_by_reader(ctx.spark, source, headers, batch_files(ctx), lines, at, ahead)
     if by_reader is not None:
         if _write_checked(ctx, by_reader.frame, spec, headers, by_reader.records):
             ctx.metrics[f"files_read_by_{source.format}_reader"] += by_reader.files

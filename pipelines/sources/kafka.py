@@ -16,6 +16,7 @@ from pyspark.sql import functions as F
 
 from infra.errors import PipelineError, first_line
 from infra.settings import Settings
+from infra.spark_functions import with_batch_number
 from pipelines.io.formats import TableFormats, table_format
 from pipelines.io.kafka_plan import (
     LOST_PROPERTY,
@@ -197,7 +198,7 @@ def _batch_rows(
         parse_messages(read_messages(spark, settings.kafka, source, chunk, group_id(spec.name)), source, topics)
     )
     if "_batch_id" in names:
-        rows = rows.withColumn("_batch_id", F.lit(batch_id).cast("long"))
+        rows = with_batch_number(rows, "_batch_id", batch_id)
     return rows.select(*names)
 
 

@@ -19,6 +19,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StringType, StructField, StructType, TimestampType
 
 from infra.settings import Settings
+from infra.spark_functions import with_batch_number
 from pipelines.io.checkpoints import late_events_watermark_ms
 from pipelines.io.formats import TableFormat
 from pipelines.spec.plans import late_bounds
@@ -166,7 +167,7 @@ def write_with_late_rows(ctx: BatchContext, df: DataFrame, spec: TableSpec) -> N
         counts = batch.agg(F.count(OUT_COLUMN).alias("out"), F.count(LATE_COLUMN).alias("late")).collect()[0]
         if counts["late"]:
             late = batch.filter(F.col(LATE_COLUMN).isNotNull()).select(f"{LATE_COLUMN}.*")
-            added = ctx.append(late.withColumn("_batch_id", F.lit(ctx.batch_id).cast("long")), spec.late_table)
+            added = ctx.append(with_batch_number(late, "_batch_id", ctx.batch_id), spec.late_table)
             ctx.metrics["rows_late"] += added
         if counts["out"]:
             spec.sink.write(ctx, batch.filter(F.col(OUT_COLUMN).isNotNull()).select(f"{OUT_COLUMN}.*"))

@@ -15,10 +15,10 @@ from pathlib import Path
 from typing import ClassVar
 
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import functions as F
 
 from infra.home_record import note_first_day
 from infra.identifiers import check_column_names
+from infra.spark_functions import with_batch_number
 from infra.stopwatch import Stopwatch
 from pipelines.io.checkpoints import query_id
 from pipelines.io.formats import Merge, Staged, TableFormat
@@ -149,7 +149,7 @@ class AppendSink(Sink):
     def rows(self, ctx: BatchContext, df: DataFrame) -> DataFrame:
         """The rows the batch appends (stamped with its id when asked)."""
         if self.batch_id_column:
-            return df.withColumn(self.batch_id_column, F.lit(ctx.batch_id).cast("long"))
+            return with_batch_number(df, self.batch_id_column, ctx.batch_id)
         return df
 
     def write(self, ctx: BatchContext, df: DataFrame) -> None:

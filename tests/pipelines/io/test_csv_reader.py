@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import gzip
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -31,6 +32,9 @@ from pipelines.io.landing_parse import CORRUPT_COLUMN, parse_csv_lines, read_csv
 from pipelines.io.sources import read_batch_by_reader
 from pipelines.spec.sources import FileSource
 from tests.support.helpers import land_files
+
+# The ingestion time the batches read here are stamped with.
+AT = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
 
 SCHEMA = StructType(
     [
@@ -83,7 +87,7 @@ def _by_reader(spark: SparkSession, source: FileSource, paths: list[Path], read:
     """The batch as `read_batch_by_reader` reads it, checking how many files the reader read."""
     headers = read_csv_headers(source, paths)
     lines = _line_parse(spark, source, paths)
-    out = read_batch_by_reader(spark, source, headers, [str(p) for p in paths], lambda: lines)
+    out = read_batch_by_reader(spark, source, headers, [str(p) for p in paths], lambda: lines, AT)
     assert out is not None
     assert out[1] == read
     return out[0]

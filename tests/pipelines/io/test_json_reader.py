@@ -14,6 +14,7 @@ rows.
 from __future__ import annotations
 
 import gzip
+from datetime import UTC, datetime
 from pathlib import Path
 from urllib.parse import unquote
 
@@ -36,6 +37,9 @@ from pipelines.io.landing_parse import CORRUPT_COLUMN, parse_json_lines
 from pipelines.io.sources import read_batch_by_reader
 from pipelines.spec.sources import FileSource
 from tests.support.helpers import land_files
+
+# The ingestion time the batches read here are stamped with.
+AT = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
 
 SCHEMA = StructType(
     [
@@ -105,7 +109,9 @@ def _line_parse(spark: SparkSession, source: FileSource, paths: list[Path]) -> D
 
 def _by_reader(spark: SparkSession, source: FileSource, paths: list[Path], read: int) -> DataFrame:
     """The batch as `read_batch_by_reader` reads it, checking how many files the reader read."""
-    out = read_batch_by_reader(spark, source, None, [str(p) for p in paths], lambda: _line_parse(spark, source, paths))
+    out = read_batch_by_reader(
+        spark, source, None, [str(p) for p in paths], lambda: _line_parse(spark, source, paths), AT
+    )
     assert out is not None
     assert out[1] == read
     return out[0]
@@ -245,6 +251,6 @@ def test_a_file_changed_after_the_proof_ahead_is_proved_again(spark: SparkSessio
     uris = [str(p) for p in paths]
     assert split_files(spark, SOURCE, uris, ahead) == ({uris[0]: 2}, [uris[1]])
     lines = _line_parse(spark, SOURCE, paths)
-    out = read_batch_by_reader(spark, SOURCE, None, uris, lambda: lines, ahead)
+    out = read_batch_by_reader(spark, SOURCE, None, uris, lambda: lines, AT, ahead)
     assert out is not None and out[1] == 1
     assert _rows(out[0]) == _rows(lines) and len(_rows(lines)) == 5

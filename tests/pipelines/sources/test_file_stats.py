@@ -4,6 +4,7 @@ its rows, and are refused (the batch is read back) when they cannot be exact."""
 from __future__ import annotations
 
 from dataclasses import replace
+from datetime import UTC, datetime
 
 from pyspark.sql import Observation
 from pyspark.sql import functions as F
@@ -20,6 +21,9 @@ from pipelines.sources.file_stats import (
 )
 from pipelines.spec.sources import FileSource
 from pipelines.write.observed import observed
+
+# The ingestion time the batches read here are stamped with.
+AT = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
 
 SCHEMA = StructType([StructField("id", LongType()), StructField("name", StringType())])
 SOURCE = FileSource("items", "json", SCHEMA)
@@ -39,7 +43,7 @@ def test_observed_figures_equal_the_grouped_ones_and_are_refused_when_a_row_is_n
     dirty.write_text('{"id": 1}\n{"id": "x", "name": "a"}\n{"id": 2, "extra": 5}\n{"id": 3, "more": [1]}\n{"id"\n')
     files = [str(clean), str(dirty)]
     lines = batch_read_files(spark, SOURCE, files).withColumn("_ingested_at", F.current_timestamp())
-    by_reader = read_batch_by_reader(spark, SOURCE, None, files, lambda: lines)
+    by_reader = read_batch_by_reader(spark, SOURCE, None, files, lambda: lines, AT)
     assert by_reader is not None and by_reader[1] == 1  # the clean file by Spark's reader, the other per line
     frame = by_reader[0]
 
@@ -72,7 +76,7 @@ def test_files_the_proof_counted_are_observed_without_counting_their_rows_again(
     b.write_text("".join(f'{{"id": {i}}}\n' for i in range(7)))
     files = [str(a), str(b)]
     lines = batch_read_files(spark, SOURCE, files).withColumn("_ingested_at", F.current_timestamp())
-    by_reader = read_batch_by_reader(spark, SOURCE, None, files, lambda: lines)
+    by_reader = read_batch_by_reader(spark, SOURCE, None, files, lambda: lines, AT)
     assert by_reader is not None and by_reader.files == 2 and by_reader.records == {str(a): 3, str(b): 7}
     counted = observed_files(spark, files, by_reader.records)
     assert counted.records == (3, 7)
