@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import json
 import re
+from datetime import UTC, datetime
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from infra.kafka import KafkaSettings
+from infra.spark_functions import batch_time
 from pipelines.io.kafka_plan import Range
 from pipelines.io.landing_parse import (
     CORRUPT_COLUMN,
@@ -115,6 +117,7 @@ def parse_messages(messages: DataFrame, source: KafkaSource, topics: list[str]) 
         parsed = parsed.withColumn(
             RESCUED_COLUMN, F.when(F.size(unknown) > 0, F.raise_error(where)).otherwise(F.col(RESCUED_COLUMN))
         )
+    offset = F.col("_metadata._kafka_offset")
     address = F.format_string(
         "kafka://%s/%d/%020d", "_metadata._kafka_topic", "_metadata._kafka_partition", "_metadata._kafka_offset"
     )
@@ -124,6 +127,6 @@ def parse_messages(messages: DataFrame, source: KafkaSource, topics: list[str]) 
         RESCUED_COLUMN,
         F.lit(None).cast("string").alias(REJECTED_COLUMN),
         address.alias("_source_file"),
-        F.current_timestamp().alias("_ingested_at"),
+        batch_time(parsed.sparkSession, datetime.now(UTC), offset.isNull()).alias("_ingested_at"),
         *[F.col(f"_metadata.{f.name}").alias(f.name) for f in KAFKA_LINEAGE],
     )
