@@ -8,8 +8,7 @@ from functools import reduce
 from py4j.java_gateway import JavaObject
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.column import _to_java_column, _to_seq
-from pyspark.sql.types import DataType, DecimalType, IntegerType, LongType, StringType, TimestampType
+from pyspark.sql.types import DecimalType, IntegerType, StringType
 
 from infra.jars import (
     BATCH_CONSTANT,
@@ -66,7 +65,7 @@ def batch_time(session: SparkSession, at: datetime, anchor: Column) -> Column:
     batch runs the same compiled code (`tributary.landing.BatchConstant`); `anchor` is any non-constant column of
     the rows (its value is ignored)."""
     micros = (at - _EPOCH) // timedelta(microseconds=1)
-    return _batch_constant(session, _constants(session).ofMicros(micros), TimestampType(), anchor, "batch_time")
+    return _batch_constant(_constants(session).ofMicros(micros), anchor, "batch_time")
 
 
 def with_batch_number(df: DataFrame, column: str, value: int) -> DataFrame:
@@ -74,7 +73,7 @@ def with_batch_number(df: DataFrame, column: str, value: int) -> DataFrame:
     generated code (see `batch_time`)."""
     anchor = df[df.columns[0]].isNull()
     function = _constants(df.sparkSession).ofLong(value)
-    return df.withColumn(column, _batch_constant(df.sparkSession, function, LongType(), anchor, "batch_number"))
+    return df.withColumn(column, _batch_constant(function, anchor, "batch_number"))
 
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -84,11 +83,5 @@ def _constants(session: SparkSession) -> JavaObject:
     return reduce(getattr, BATCH_CONSTANT.split("."), session._jvm)  # type: ignore[no-any-return]
 
 
-def _batch_constant(
-    session: SparkSession, function: JavaObject, data_type: DataType, anchor: Column, name: str
-) -> Column:
-    jvm = session._jvm
-    assert jvm is not None
-    udf = jvm.org.apache.spark.sql.functions.udf(function, session._jsparkSession.parseDataType(data_type.json()))
-    udf = udf.withName(f"tributary_{name}")
-    return Column(udf.apply(_to_seq(session.sparkContext, [anchor], _to_java_column)))
+def _batch_constant(function: JavaObject, anchor: Column, name: str) -> Column:
+    return Column(function.column(anchor._jc, f"tributary_{name}"))

@@ -1,7 +1,11 @@
 package tributary.landing;
 
 import java.time.Instant;
+import org.apache.spark.sql.Column;
 import org.apache.spark.sql.api.java.UDF1;
+import org.apache.spark.sql.functions;
+import org.apache.spark.sql.types.DataType;
+import org.apache.spark.sql.types.DataTypes;
 
 /**
  * One value for every row of a batch (its id, its ingestion time), kept out of the code Spark generates.
@@ -16,20 +20,32 @@ import org.apache.spark.sql.api.java.UDF1;
  */
 public final class BatchConstant implements UDF1<Object, Object> {
   private final Object value;
+  private final transient DataType type;
 
-  private BatchConstant(Object value) {
+  private BatchConstant(Object value, DataType type) {
     this.value = value;
+    this.type = type;
   }
 
   /** A BIGINT value. */
   public static BatchConstant ofLong(long value) {
-    return new BatchConstant(value);
+    return new BatchConstant(value, DataTypes.LongType);
   }
 
   /** A TIMESTAMP value, given in microseconds since the epoch. */
   public static BatchConstant ofMicros(long micros) {
     long seconds = Math.floorDiv(micros, 1_000_000L);
-    return new BatchConstant(Instant.ofEpochSecond(seconds, Math.floorMod(micros, 1_000_000L) * 1000L));
+    Instant instant = Instant.ofEpochSecond(seconds, Math.floorMod(micros, 1_000_000L) * 1000L);
+    return new BatchConstant(instant, DataTypes.TimestampType);
+  }
+
+  /**
+   * The value as a column named {@code name} in plans, anchored on {@code anchor}. Built here rather than through
+   * the gateway: called from Python, {@code functions.udf} may resolve to its untyped Scala overload, which Spark
+   * refuses.
+   */
+  public Column column(Column anchor, String name) {
+    return functions.udf(this, type).withName(name).apply(anchor);
   }
 
   @Override
