@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
@@ -24,6 +25,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StringType, StructField, StructType, TimestampType
 
 from infra.errors import ConfigError, PipelineError
+from infra.spark_functions import batch_time
 from pipelines.io.checkpoints import settled_offsets
 from pipelines.io.delta_source import version_read
 from pipelines.sources.base import Run
@@ -114,10 +116,11 @@ class DeltaChangesKind(StreamedKind):
         return version_read(offsets[0]) >= table.version()
 
     def frame(self, run: Run, headers: CsvHeaders | None) -> DataFrame:
-        """The change feed with the time each change was read."""
-        changes = run.spark().readStream.format("delta").option("readChangeFeed", "true").load(self.source.path)
-        return changes.withColumn("_ingested_at", F.current_timestamp())
+        """The change feed; each batch stamps the time it read its changes (`write_batch`)."""
+        return run.spark().readStream.format("delta").option("readChangeFeed", "true").load(self.source.path)
 
     def write_batch(self, ctx: BatchContext, df: DataFrame, spec: TableSpec, headers: CsvHeaders | None) -> None:
-        """The declared function over the batch's changes, appended through the table's sink."""
-        spec.sink.write(ctx, spec.transform(df))
+        """The declared function over the batch's changes, stamped with the time they were read, appended through
+        the table's sink. The stamp is no literal in the generated code, so every batch reuses the compiled query."""
+        read_at = batch_time(df.sparkSession, datetime.now(UTC), F.col("_commit_version").isNull())
+        spec.sink.write(ctx, spec.transform(df.withColumn("_ingested_at", read_at)))

@@ -43,3 +43,9 @@ def rows_of(df: DataFrame, drop: tuple[str, ...] = ("_ingested_at",)) -> list[tu
     """The rows of `df` without volatile columns, sorted (a multiset fingerprint)."""
     cols = [c for c in df.columns if c not in drop]
     return sorted((tuple(r) for r in df.select(*cols).collect()), key=repr)
+
+
+def compiled_classes(spark: SparkSession) -> int:
+    """Classes Spark's code generator has compiled in this JVM (a cached class is not compiled again)."""
+    metrics = spark.sparkContext._jvm.org.apache.spark.metrics.source.CodegenMetrics  # type: ignore[union-attr]
+    return metrics.METRIC_COMPILATION_TIME().getCount()

@@ -13,7 +13,7 @@ from pipelines.ops.maintenance.runner import compact_data_files
 from pipelines.run.pipeline import run_pipeline
 from pipelines.run.runner import run_table
 from pipelines.spec.tables import MaintenancePolicy
-from tests.support.helpers import current_snapshots, table
+from tests.support.helpers import compiled_classes, current_snapshots, table
 from tests.support.reference import classify, load_landing
 
 
@@ -134,12 +134,6 @@ def test_landing_paths_are_reported_in_lineage(spark, fresh_settings):
     assert {Path(f.replace("file:", "")).name for f in files} == {p.name for p in report.files}
 
 
-def _compiled_classes(spark) -> int:
-    """Classes Spark's code generator has compiled in this JVM (a cached class is not compiled again)."""
-    metrics = spark.sparkContext._jvm.org.apache.spark.metrics.source.CodegenMetrics  # type: ignore[union-attr]
-    return metrics.METRIC_COMPILATION_TIME().getCount()
-
-
 def test_a_second_increment_of_the_same_shape_compiles_only_the_plans_its_values_change(spark, fresh_settings):
     """Spark's generated-code cache holds every plan of an increment through the events chain (the default 100
     entries did not: each increment compiled about 145 classes again); what is compiled again is only the
@@ -149,8 +143,8 @@ def test_a_second_increment_of_the_same_shape_compiles_only_the_plans_its_values
     generate(s.landing, rows=500, files=1, seed=31)
     for seed in (32, 33, 34):
         generate(s.landing, rows=100, files=1, seed=seed)
-        before = _compiled_classes(spark)
+        before = compiled_classes(spark)
         reports = [run_table(spark, s, spec) for spec in chain]
-        compiled = _compiled_classes(spark) - before
+        compiled = compiled_classes(spark) - before
         assert [r.skipped for r in reports] == [False] * len(chain)
     assert compiled <= 12, f"the third increment compiled {compiled} classes"

@@ -5,6 +5,8 @@ table, is refused in one line naming it and the fix."""
 
 from __future__ import annotations
 
+import time
+
 import pyarrow as pa
 import pytest
 from deltalake import DeltaTable, write_deltalake
@@ -13,7 +15,8 @@ from pyspark.sql import SparkSession
 from infra.errors import ConfigError, PipelineError
 from pipelines.authoring.load import load_registry
 from pipelines.run.pipeline import run_pipeline
-from tests.support.helpers import table
+from pipelines.run.runner import run_table
+from tests.support.helpers import compiled_classes, table
 from tests.support.homes import make_settings
 from tests.support.packages import write_package
 
@@ -63,7 +66,9 @@ def test_changes_land_once_and_apply_to_the_same_rows(spark, tmp_path):
     write_deltalake(
         path, pa.table({"id": pa.array([4], pa.int64()), "name": ["di"], "tier": ["silver"]}), mode="append"
     )
+    started = time.time_ns() // 1000
     reports = {r.table: r for r in run_pipeline(spark, settings, registry)}
+    ended = time.time_ns() // 1000
     assert reports["bronze.crm_changes"].rows_in == 4 and reports["bronze.crm_changes"].rows_written() == 4
 
     feed = spark.read.format("delta").option("readChangeFeed", "true").option("startingVersion", 0).load(path)
@@ -71,6 +76,14 @@ def test_changes_land_once_and_apply_to_the_same_rows(spark, tmp_path):
     assert _rows(spark, settings, "bronze.crm_changes", *columns) == sorted(
         tuple(r) for r in feed.select(*columns).collect()
     )
+    # The changes one batch read carry one read time, taken while that run ran.
+    (stamps,) = (
+        table(spark, settings, "bronze.crm_changes")
+        .filter("_commit_version > 0")
+        .selectExpr("collect_set(unix_micros(_ingested_at))")
+        .first()
+    )
+    assert len(stamps) == 1 and started <= stamps[0] <= ended, (started, stamps, ended)
     external = sorted(tuple(r) for r in spark.read.format("delta").load(path).collect())
     assert _rows(spark, settings, "silver.crm_customers", "id", "name", "tier") == external
     assert (1, "ada", "platinum") in external and not any(r[0] == 2 for r in external)
@@ -80,6 +93,16 @@ def test_changes_land_once_and_apply_to_the_same_rows(spark, tmp_path):
     assert all(r.skipped for r in again.values())
     snapshots = {name: stats.snapshot_id for r in reports.values() for name, stats in r.tables.items()}
     assert {name: stats.snapshot_id for r in again.values() for name, stats in r.tables.items()} == snapshots
+
+    # A later batch of the same shape runs the code the last one compiled: no batch's value is written into it
+    # (stamping the read time with current_timestamp() compiled 4 classes for that batch, the batch constant 2).
+    bronze = registry.get("bronze.crm_changes")
+    for tier in ("gold", "silver"):
+        DeltaTable(path).update(updates={"tier": f"'{tier}'"}, predicate="id = 3")
+        before = compiled_classes(spark)
+        assert run_table(spark, settings, bronze).rows_in == 2
+    compiled = compiled_classes(spark) - before
+    assert compiled <= 2, f"a second change batch of the same shape compiled {compiled} classes"
 
 
 def test_a_table_without_a_change_feed_is_refused_naming_the_fix(spark, tmp_path):
