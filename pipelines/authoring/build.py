@@ -13,7 +13,7 @@ from pipelines.sources.streams import late_output
 from pipelines.spec.expectations import Expectation, schema_matches
 from pipelines.spec.modes import check_query_mode
 from pipelines.spec.rules import Rule, key_rules, landed_rules
-from pipelines.spec.sources import StaticSource, TableSource
+from pipelines.spec.sources import Source, StaticSource, TableChangesSource, TableSource
 from pipelines.spec.tables import MAIN_FLOW, Flow, OutputTable, TableSpec
 
 
@@ -132,6 +132,7 @@ def build_spec(d: Declaration, specs: dict[str, TableSpec]) -> TableSpec:
             )
     if kind.recomputes and (d.source is not None or len(d.streams) != 1):
         raise d.error("recompute(...) reads one upstream table", "read other tables whole (parameter = static)")
+    follows = _follows_changes(d, specs)
     main = d.params and runner_params(d)[0]
     upstream = specs.get(main.table) if main else None
     landed = upstream is not None and upstream.source.lands
@@ -167,7 +168,7 @@ def build_spec(d: Declaration, specs: dict[str, TableSpec]) -> TableSpec:
     def check_stream(df: DataFrame) -> None:
         check_query_mode(spec, df)  # `spec` is bound below, before any schema is inferred
 
-    infer = schemas.inferrer(d, specs, plan, kind.finish, check_stream)
+    infer = schemas.inferrer(d, specs, plan, kind.finish, check_stream, streaming=not (kind.recomputes or follows))
     output = OutputTable(d.name, d.schema, partition_by, grain_from, infer=infer)
     built = kind.build(d, output, rules, call)
     late = (late_output(f"{d.name}_late"),) if d.late else ()
@@ -182,7 +183,7 @@ def build_spec(d: Declaration, specs: dict[str, TableSpec]) -> TableSpec:
         output=output,
         layer=d.layer,
         description=d.description,
-        source=d.source if d.source is not None else TableSource(main.table),  # type: ignore[union-attr]
+        source=_source(d, specs, main, follows),
         transform=transform,
         sink=built.sink,
         keys=keys,
@@ -198,6 +199,45 @@ def build_spec(d: Declaration, specs: dict[str, TableSpec]) -> TableSpec:
         flows=tuple(_flow(d, f) for f in d.flows),
     )
     return spec
+
+
+def _follows_changes(d: Declaration, specs: dict[str, TableSpec]) -> bool:
+    """Whether `d` streams a table that updates or deletes rows, and so follows its changes; a kind that cannot
+    take a row back, or a watermark (a window Spark emitted is final), is refused naming both tables."""
+    changing = [t for t in d.streams if t in specs and not specs[t].sink.appends_only]
+    if not changing:
+        return False
+    table = changing[0]
+    writes = f"{table}, which its {specs[table].sink.label} strategy updates and deletes rows of"
+    whole = f"read {table} whole (parameter = tb.static)"
+    if d.watermarked:
+        raise d.error(
+            f"streams {writes}, through a watermark: a window or join row Spark has emitted is final and cannot "
+            "take a changed row back",
+            f"{whole}, or drop the watermark and declare write=tb.recompute(by=...) or tb.replace()",
+        )
+    if not d.write.follows_changes:
+        raise d.error(
+            f"streams {writes}, but a {type(d.write).__name__.lower()} table only adds rows, so it would keep "
+            f"every row {table} has since changed or deleted",
+            f"{whole}, or declare write=tb.recompute(by=..., keys=...), tb.replace() or tb.upsert(...)",
+        )
+    if d.write.keys and not d.write.recomputes and len(d.streams) > 1:  # an upsert joining two streams
+        raise d.error(
+            f"upserts from two streams, and {table} updates and deletes rows",
+            f"{whole}, or declare write=tb.replace()",
+        )
+    return True
+
+
+def _source(d: Declaration, specs: dict[str, TableSpec], main: Param | None, follows: bool) -> Source:
+    """What the table reads: its declared source, its main upstream's changes, or its main upstream's appends."""
+    if d.source is not None:
+        return d.source
+    assert main
+    if follows:
+        return TableChangesSource(main.table, keys=specs[main.table].keys)
+    return TableSource(main.table)
 
 
 def _flow(d: Declaration, flow: FlowDeclaration) -> Flow:

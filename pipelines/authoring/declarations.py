@@ -47,6 +47,9 @@ class Kind:
     validates = False
     # Whether the function runs on the touched rows of its upstream read whole, not on the stream.
     recomputes = False
+    # Whether the kind can take a row back, so that it can read a table that updates and deletes rows
+    # (`Sink.follow`); the others are refused downstream of one.
+    follows_changes = False
 
     def transform(self, d: Declaration, rules: tuple[Rule, ...], call: Callable[..., DataFrame]) -> Callable:
         """The streaming transform: `call` (the author's function over the inputs) as the kind needs it."""

@@ -19,6 +19,7 @@ from pipelines.io.landing_parse import CORRUPT_COLUMN, KAFKA_LINEAGE, LANDED_LIN
 from pipelines.spec.expectations import row_count_vs_upstream, unique
 from pipelines.spec.rules import REASONS_COLUMN, WARNINGS_COLUMN, Rule, apply_rules
 from pipelines.spec.tables import OutputTable
+from pipelines.write.follow import in_groups
 from pipelines.write.merge import CdcSink, OverwriteSink, UpsertSink
 from pipelines.write.sinks import AppendSink, RecomputeMergeSink
 from pipelines.write.validate import QUARANTINE_IDENTITY, ValidateDedupeSink
@@ -130,6 +131,7 @@ class Recompute(Kind):
     keys: tuple[str, ...] = ()
     where: str | None = None
     recomputes = True
+    follows_changes = True
 
     def transform(self, d: Declaration, rules: tuple[Rule, ...], call: Callable[..., DataFrame]) -> Callable:
         return lambda main, *_references: main
@@ -138,11 +140,7 @@ class Recompute(Kind):
         by = self.by
 
         def recompute(spark: Any, fmt: Any, touched: list[dict]) -> DataFrame:
-            upstream = fmt.read(spark, d.streams[0])
-            if len(by) == 1:
-                upstream = upstream.filter(F.col(by[0]).isin([t[by[0]] for t in touched]))
-            else:
-                upstream = upstream.join(spark.createDataFrame(touched).select(*by), list(by), "left_semi")
+            upstream = in_groups(fmt.read(spark, d.streams[0]), by, touched)
             return call(upstream, *(fmt.read(spark, t) for t in d.statics))
 
         where = self.where
@@ -153,7 +151,9 @@ class Recompute(Kind):
         def upstream_keys(spark: Any, fmt: Any) -> DataFrame:
             return affected(fmt.read(spark, d.streams[0]))
 
-        sink = RecomputeMergeSink(keys=self.keys, affected=affected, recompute=recompute, upstream_keys=upstream_keys)
+        sink = RecomputeMergeSink(
+            keys=self.keys, affected=affected, recompute=recompute, upstream_keys=upstream_keys, by=by
+        )
         return Built(sink, checks=(unique(*self.keys),))
 
 
@@ -163,6 +163,7 @@ class Upsert(Kind):
 
     keys: tuple[str, ...] = ()
     version: str | None = None
+    follows_changes = True
 
     def build(self, d: Declaration, output: OutputTable, rules: tuple[Rule, ...], call: Callable) -> Built:
         mode = "append" if d.source is not None else "update"
@@ -172,6 +173,8 @@ class Upsert(Kind):
 @dataclass(frozen=True)
 class Replace(Kind):
     """The whole result replaces the table each run (complete mode)."""
+
+    follows_changes = True
 
     def build(self, d: Declaration, output: OutputTable, rules: tuple[Rule, ...], call: Callable) -> Built:
         checks = (unique(*d.keys),) if d.keys else ()

@@ -146,8 +146,10 @@ def inferrer(
     plan: Callable[[list[DataFrame]], DataFrame],
     shape: Callable,
     check_stream: Callable[[DataFrame], None],
+    streaming: bool = True,
 ) -> Callable[[], StructType]:
-    """The zero-argument schema function of `d`'s table: plan on empty inputs, check a streaming plan against
+    """The zero-argument schema function of `d`'s table: plan on empty inputs (batch ones unless `streaming`: a
+    table that recomputes or follows changes runs its function on its inputs read whole), check a streaming plan against
     the table's output mode (`check_stream`, Spark's own checker), shape, check the contract.
 
     The schema is cached with what it depends on, so the checks run again only when one of those changes.
@@ -158,7 +160,7 @@ def inferrer(
         cached = _cached(key)
         if cached is not None:
             return cached
-        frames = input_frames(d, specs, streaming=not d.write.recomputes)
+        frames = input_frames(d, specs, streaming=streaming)
         try:
             planned = plan(frames)
         except DeclarationError:

@@ -23,6 +23,7 @@ from infra.errors import PipelineError
 from infra.files import write_atomically
 from infra.paths import canonical_all
 from infra.settings import Settings
+from pipelines.io.change_positions import changes_read
 from pipelines.spec.registry import Registry
 
 
@@ -327,7 +328,12 @@ def _initial_snapshots(checkpoint: Path) -> list[int]:
 
 
 def restart_position(consumer: str, checkpoint: Path) -> ConsumerPosition:
-    """The snapshot `consumer` (a stream reading one Iceberg table) will restart from, read from its checkpoint."""
+    """The snapshot `consumer` (a stream reading one Iceberg table) will restart from, read from its checkpoint.
+    A consumer that follows changes restarts from the commits its ledger records (`change_positions`)."""
+    read = changes_read(checkpoint)
+    if read is not None:
+        ids = [p.commit for p in read.upstreams.values() if p.commit is not None]
+        return ConsumerPosition(consumer, checkpoint, min(ids, default=None), read.batch, True, tuple(ids))
     offsets = batch_files(checkpoint / "offsets")
     if not offsets:
         return ConsumerPosition(consumer, checkpoint, None, None, False)

@@ -46,7 +46,7 @@ from pipelines.io.checkpoints import (
     settled_offsets,
 )
 from pipelines.io.delta_source import new_stream_replays, replay_problem, version_read
-from pipelines.io.format_types import DayRange, Merge, Staged, TableStats, check_schema
+from pipelines.io.format_types import CHANGE_IMAGE, DayRange, Merge, Staged, TableStats, check_schema
 from pipelines.spec.tables import OutputTable
 
 WRITER_KEY = "tributary.writer"
@@ -55,6 +55,16 @@ OPERATION_KEY = "tributary.operation"  # a version written by an operation (repr
 STAGING_DIR = "_staging"
 # delta-spark records this session setting as the commit's `userMetadata` (it takes no other commit info).
 USER_METADATA_CONF = "spark.databricks.delta.commitInfo.userMetadata"
+# Every table records its changes, so that a table reading it follows its updates and deletes (`change_feed`).
+FEED_PROPERTY = "delta.enableChangeDataFeed"
+CHANGE_FEED = {FEED_PROPERTY: "true"}
+# The columns Delta's change data feed adds to a table's own.
+_FEED_COLUMNS = ("_change_type", "_commit_version", "_commit_timestamp")
+
+
+def records_changes(table: DeltaTable) -> bool:
+    """Whether the Delta table records its changes (its change data feed is on)."""
+    return table.metadata().configuration.get(FEED_PROPERTY, "false").lower() == "true"
 
 
 class DeltaFormat:
@@ -94,9 +104,17 @@ class DeltaFormat:
             missing = StructType([f for f in table.schema.fields if f.name not in existing.names])
             if missing.fields:
                 dt.alter.add_columns([Field.from_arrow(f) for f in to_arrow_schema(missing)])
+            if not records_changes(dt):  # a table created before its changes were recorded: from now on
+                dt.alter.set_table_properties(CHANGE_FEED)
         else:
             path.mkdir(parents=True, exist_ok=True)
-            DeltaTable.create(str(path), schema=to_arrow_schema(table.schema), mode="ignore", name=table.name)
+            DeltaTable.create(
+                str(path),
+                schema=to_arrow_schema(table.schema),
+                mode="ignore",
+                name=table.name,
+                configuration=CHANGE_FEED,
+            )
 
     def columns(self, spark: SparkSession, name: str) -> list[str]:
         """The table's column names now."""
@@ -251,6 +269,20 @@ class DeltaFormat:
             self._commit(name, files, None, 0, mode="overwrite")
         finally:
             shutil.rmtree(staging, ignore_errors=True)
+
+    def change_feed(self, spark: SparkSession, name: str, since: int, until: int) -> DataFrame:
+        """Delta's change data feed of the versions after `since` up to `until`: a MERGE's changed rows (pre and
+        post images, deletes), an append's or an overwrite's whole files; OPTIMIZE versions are not listed."""
+        feed = (
+            spark.read.format("delta")
+            .option("readChangeFeed", "true")
+            .option("startingVersion", str(since + 1))
+            .option("endingVersion", str(until))
+            .load(str(self.location(name)))
+        )
+        added = F.col("_change_type").isin("insert", "update_postimage")
+        data = [c for c in feed.columns if c not in _FEED_COLUMNS]
+        return feed.select(*data, F.when(added, "new").otherwise("old").alias(CHANGE_IMAGE))
 
     def read(self, spark: SparkSession, name: str, snapshot_id: int | None = None) -> DataFrame:
         """The current version (or version `snapshot_id`) through delta-spark."""

@@ -43,6 +43,11 @@ class TableStats:
     bytes: int
 
 
+# The column of a change feed row (`TableFormat.change_feed`) saying whether it is a row a commit removed (`old`)
+# or added (`new`).
+CHANGE_IMAGE = "_tributary_image"
+
+
 class TableFormat(Protocol):
     """Operations the pipelines need from a table format."""
 
@@ -188,6 +193,13 @@ class TableFormat(Protocol):
 
     def overwrite(self, df: DataFrame, name: str) -> None:
         """Replace every row of the table with `df` in one commit."""
+        ...
+
+    def change_feed(self, spark: SparkSession, name: str, since: int, until: int) -> DataFrame:
+        """The rows the commits after `since` up to `until` (snapshot ids; Delta: versions) removed and added,
+        each with `_tributary_image` `old` or `new` (Iceberg's changelog, Delta's change data feed); a failure to
+        read it (an expired snapshot, a version that recorded no changes) may surface only when it is read
+        (`pipelines.io.table_changes`)."""
         ...
 
 

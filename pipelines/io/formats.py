@@ -174,6 +174,9 @@ class TableFormats:
     def merge(self, df: DataFrame, name: str, merge: Merge) -> None:
         self.adapter(name).merge(df, name, merge)
 
+    def change_feed(self, spark: SparkSession, name: str, since: int, until: int) -> DataFrame:
+        return self.adapter(name).change_feed(spark, name, since, until)
+
     def overwrite(self, df: DataFrame, name: str) -> None:
         self.adapter(name).overwrite(df, name)
 

@@ -27,6 +27,7 @@ from pyspark.sql.types import LongType, StringType, StructField, StructType, Tim
 from infra.errors import ConfigError, PipelineError
 from infra.spark_functions import batch_time
 from pipelines.io.checkpoints import settled_offsets
+from pipelines.io.delta import FEED_PROPERTY, records_changes
 from pipelines.io.delta_source import version_read
 from pipelines.sources.base import Run
 from pipelines.sources.stream_query import StreamedKind
@@ -43,7 +44,6 @@ CHANGE_LINEAGE = (
     StructField("_commit_timestamp", TimestampType()),
     StructField("_ingested_at", TimestampType()),
 )
-_FEED = "delta.enableChangeDataFeed"
 
 
 @dataclass(frozen=True)
@@ -98,10 +98,11 @@ class DeltaChangesKind(StreamedKind):
         """The table exists and records its changes."""
         path = self.source.path
         table = _table(path)
-        if table.metadata().configuration.get(_FEED, "false").lower() != "true":
+        if not records_changes(table):
             raise PipelineError(
                 f"table {run.spec.name}: the Delta table at {path} does not record its changes; run "
-                f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ({_FEED} = true) (changes before that cannot be read)"
+                f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ({FEED_PROPERTY} = true) "
+                "(changes before that cannot be read)"
             )
 
     def caught_up(self, run: Run) -> bool:

@@ -15,8 +15,9 @@ from pipelines.sources.delta_changes import DeltaChangesKind, DeltaChangesSource
 from pipelines.sources.files import FileKind
 from pipelines.sources.kafka import KafkaKind
 from pipelines.sources.static_table import StaticKind
+from pipelines.sources.table_changes import TableChangesKind
 from pipelines.sources.table_stream import TableStreamKind
-from pipelines.spec.sources import FileSource, KafkaSource, Source, StaticSource, TableSource
+from pipelines.spec.sources import FileSource, KafkaSource, Source, StaticSource, TableChangesSource, TableSource
 from pipelines.spec.tables import TableSpec
 
 _KINDS: dict[type[Source], type[SourceKind]] = {
@@ -25,6 +26,7 @@ _KINDS: dict[type[Source], type[SourceKind]] = {
     TableSource: TableStreamKind,
     StaticSource: StaticKind,
     DeltaChangesSource: DeltaChangesKind,
+    TableChangesSource: TableChangesKind,
 }
 
 

@@ -33,6 +33,9 @@ class Source:
     label: ClassVar[str] = "source"
     # The per-file health table `<table>_files` is written with the table.
     keeps_file_health: ClassVar[bool] = False
+    # A new reader replays the upstream's appends from its first commit (a stream), rather than reading the
+    # upstream whole on its first run (a table following changes).
+    replays_appends: ClassVar[bool] = False
     watermark: Watermark | None = None
 
     def validate(self, table: str) -> None:
@@ -190,6 +193,7 @@ class TableSource(Source):
 
     secondary: ClassVar[bool] = True
     label: ClassVar[str] = "table stream"
+    replays_appends: ClassVar[bool] = True
 
     def read_table(self) -> str | None:
         """The upstream table whose appends are read."""
@@ -197,6 +201,28 @@ class TableSource(Source):
 
     def streamed_table(self) -> str | None:
         """The upstream table whose appends are read."""
+        return self.table
+
+
+@dataclass(frozen=True)
+class TableChangesSource(Source):
+    """The changes (inserts, updates, deletes) of an upstream registry table whose strategy updates or deletes rows
+    (upsert, CDC, replace, recompute), followed by the table's own strategy (`pipelines.sources.table_changes`).
+
+    `keys` are the upstream's key columns, by which an upserting reader recomputes the rows that changed.
+    """
+
+    table: str
+    keys: tuple[str, ...] = ()
+
+    label: ClassVar[str] = "table changes"
+
+    def read_table(self) -> str | None:
+        """The upstream table whose changes are followed."""
+        return self.table
+
+    def streamed_table(self) -> str | None:
+        """The upstream table whose changes are followed (the reader keeps its position in it)."""
         return self.table
 
 

@@ -29,7 +29,16 @@ class Sink:
     recomputes_by_key: ClassVar[bool] = False
     # Whether rows failing rules go to a quarantine table (`quarantine_table`): row reconciliation.
     quarantines: ClassVar[bool] = False
+    # Whether the strategy only ever adds rows to its table. One that updates or deletes rows (a MERGE, an
+    # overwrite) is read downstream through its change feed, by a strategy that `follow`s changes.
+    appends_only: ClassVar[bool] = True
 
     def write(self, ctx: Any, df: DataFrame) -> None:
         """Write `df` (one micro-batch) to the spec's tables; `ctx` is a `pipelines.write.sinks.BatchContext`."""
         raise NotImplementedError(f"{type(self).__name__} does not implement write()")
+
+    def follow(self, ctx: Any, change: Any) -> None:
+        """Bring the table up to date with what changed upstream (`change`: a `pipelines.write.follow.
+        UpstreamChange`), in one commit. Only strategies that can take a row back implement it; the others are
+        refused downstream of a changing table when the dataset loads (`pipelines.authoring.build`)."""
+        raise NotImplementedError(f"{type(self).__name__} cannot follow an upstream's updates and deletes")

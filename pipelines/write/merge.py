@@ -17,6 +17,7 @@ from infra.errors import ConfigError
 from infra.identifiers import check_column_names
 from pipelines.io.formats import Merge
 from pipelines.spec.strategy import Sink
+from pipelines.write.follow import UpstreamChange, merge_with_deletes, overwrite
 from pipelines.write.sinks import ROWS_IN, BatchContext
 
 
@@ -29,6 +30,7 @@ class UpsertSink(Sink):
     """
 
     label: ClassVar[str] = "upsert"
+    appends_only: ClassVar[bool] = False
 
     keys: tuple[str, ...]
     version_column: str | None = None
@@ -39,19 +41,44 @@ class UpsertSink(Sink):
             raise ConfigError("UpsertSink needs at least one key column")
         check_column_names((*self.keys, *([self.version_column] if self.version_column else [])))
 
+    def _newest(self, df: DataFrame) -> DataFrame:
+        """One row per key: with a version column, the newest."""
+        if not self.version_column:
+            return df
+        newest = Window.partitionBy(*self.keys).orderBy(F.col(self.version_column).desc())
+        return df.withColumn("_n", F.row_number().over(newest)).filter("_n = 1").drop("_n")
+
+    @property
+    def _newer(self) -> str | None:
+        return f"s.{self.version_column} >= t.{self.version_column}" if self.version_column else None
+
     def write(self, ctx: BatchContext, df: DataFrame) -> None:
         """Upsert the batch into the spec's table."""
-        rows = df
-        if self.version_column:
-            newest = Window.partitionBy(*self.keys).orderBy(F.col(self.version_column).desc())
-            rows = rows.withColumn("_n", F.row_number().over(newest)).filter("_n = 1").drop("_n")
-        rows = rows.persist()
+        rows = self._newest(df).persist()
         try:
             n = rows.count()
             if not n:
                 return
-            newer = f"s.{self.version_column} >= t.{self.version_column}" if self.version_column else None
-            ctx.merge(rows, ctx.table, Merge(self.keys, null_safe_keys=True, update_when=newer), upserted=n)
+            ctx.merge(rows, ctx.table, Merge(self.keys, null_safe_keys=True, update_when=self._newer), upserted=n)
+        finally:
+            rows.unpersist()
+
+    def follow(self, ctx: BatchContext, change: UpstreamChange) -> None:
+        """The function over the upstream's rows, now, of every upstream key that changed, upserted; a key of the
+        function over a changed row's old image that no current row gives any more is deleted; one MERGE. With no
+        known changes, or an upstream without keys, the table is replaced with the function over the upstream."""
+        if change.changed is None or not change.upstream_keys:
+            overwrite(ctx, self._newest(change.result()))
+            return
+        upstream, *others = change.inputs()
+        keys = list(change.upstream_keys)
+        touched = change.images("old").unionByName(change.images("new")).select(*keys).distinct()
+        rows = self._newest(change.transform(upstream.join(touched, keys, "left_semi"), *others)).persist()
+        try:
+            before = change.transform(change.images("old"), *others).select(*self.keys).distinct()
+            gone_keys = before.join(rows.select(*self.keys), list(self.keys), "left_anti")
+            gone = ctx.fmt.read(ctx.spark, ctx.table).join(gone_keys, list(self.keys), "left_semi")
+            merge_with_deletes(ctx, rows, gone, self.keys, self._newer)
         finally:
             rows.unpersist()
 
@@ -63,16 +90,15 @@ class OverwriteSink(Sink):
     label: ClassVar[str] = "overwrite"
 
     output_modes: ClassVar[tuple[str, ...]] = ("complete",)
+    appends_only: ClassVar[bool] = False
 
     def write(self, ctx: BatchContext, df: DataFrame) -> None:
         """Atomically replace the table's rows with the batch (one commit)."""
-        rows = df.persist()
-        try:
-            n = rows.count()
-            ctx.fmt.overwrite(rows, ctx.table)
-        finally:
-            rows.unpersist()
-        ctx.metrics[f"rows_upserted:{ctx.table}"] += n
+        overwrite(ctx, df)
+
+    def follow(self, ctx: BatchContext, change: UpstreamChange) -> None:
+        """The whole result again, over the inputs as they are now, in one commit."""
+        overwrite(ctx, change.result())
 
 
 @dataclass(frozen=True)
@@ -88,6 +114,7 @@ class CdcSink(Sink):
     """
 
     label: ClassVar[str] = "cdc"
+    appends_only: ClassVar[bool] = False
 
     history_table: str
     key: str

@@ -24,6 +24,7 @@ from pipelines.io.checkpoints import query_id
 from pipelines.io.formats import Merge, Staged, TableFormat
 from pipelines.spec.expectations import Expectation
 from pipelines.spec.strategy import Reprocess, Sink
+from pipelines.write.follow import UpstreamChange, in_groups, merge_with_deletes, overwrite
 
 # The metric of the rows a sink was handed, counted by a sink that reads its batch more than once (Spark's own
 # count of a query's input rows counts every read).
@@ -172,11 +173,15 @@ class RecomputeMergeSink(Sink):
     label: ClassVar[str] = "recompute by key"
 
     recomputes_by_key: ClassVar[bool] = True
+    appends_only: ClassVar[bool] = False
 
     keys: tuple[str, ...]
     affected: Callable[[DataFrame], DataFrame]
     recompute: Callable[[SparkSession, TableFormat, list[dict]], DataFrame]
     upstream_keys: Callable[[SparkSession, TableFormat], DataFrame] | None = None
+    # The upstream columns `affected` selects (the groups); a following table deletes a group's rows that a
+    # recompute no longer returns.
+    by: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         check_column_names(self.keys)
@@ -205,5 +210,33 @@ class RecomputeMergeSink(Sink):
             with ctx.clock.stage("batch.recompute"):
                 upserted = rows.count()
             ctx.merge(rows, ctx.table, Merge(self.keys), upserted=upserted)
+        finally:
+            rows.unpersist()
+
+    def follow(self, ctx: BatchContext, change: UpstreamChange) -> None:
+        """Recompute every group an old or a new image of a changed upstream row falls in (a deleted row's group
+        too, which may then hold no row: its rows are deleted), in one MERGE; the whole table when the changes are
+        not known, or when it does not hold the group columns."""
+        columns = ctx.fmt.columns(ctx.spark, ctx.table)
+        whole = change.changed is None or not self.by or not set(self.by) <= set(columns)
+        with ctx.clock.stage("batch.keys"):
+            if whole:
+                assert self.upstream_keys is not None
+                groups = self.upstream_keys(ctx.spark, ctx.fmt)
+            else:
+                groups = self.affected(change.images("old").unionByName(change.images("new")))
+            touched = [r.asDict() for r in groups.distinct().collect()]
+        ctx.metrics["keys_recomputed"] += len(touched)
+        if whole:
+            empty = ctx.fmt.read(ctx.spark, ctx.table).limit(0)
+            overwrite(ctx, self.recompute(ctx.spark, ctx.fmt, touched) if touched else empty)
+            return
+        if not touched:
+            return
+        rows = self.recompute(ctx.spark, ctx.fmt, touched).persist()
+        try:
+            stored = in_groups(ctx.fmt.read(ctx.spark, ctx.table), self.by, touched)
+            gone = stored.join(rows.select(*self.keys), list(self.keys), "left_anti")
+            merge_with_deletes(ctx, rows, gone, self.keys)
         finally:
             rows.unpersist()
