@@ -208,18 +208,20 @@ def _follows_changes(d: Declaration, specs: dict[str, TableSpec]) -> bool:
     if not changing:
         return False
     table = changing[0]
-    writes = f"{table}, which its {specs[table].sink.label} strategy updates and deletes rows of"
+    writes = f"{table} (written by {specs[table].sink.label}, which updates and deletes rows)"
     whole = f"read {table} whole (parameter = tb.static)"
     if d.watermarked:
         raise d.error(
-            f"streams {writes}, through a watermark: a window or join row Spark has emitted is final and cannot "
+            f"streams {writes} through a watermark: a window or join row Spark has emitted is final and cannot "
             "take a changed row back",
             f"{whole}, or drop the watermark and declare write=tb.recompute(by=...) or tb.replace()",
         )
     if not d.write.follows_changes:
+        kind = type(d.write).__name__.lower()
+        article = "an" if kind[0] in "aeiou" else "a"
         raise d.error(
-            f"streams {writes}, but a {type(d.write).__name__.lower()} table only adds rows, so it would keep "
-            f"every row {table} has since changed or deleted",
+            f"streams {writes}, but {article} {kind} table only adds rows: it would keep every row {table} has "
+            "since changed or deleted",
             f"{whole}, or declare write=tb.recompute(by=..., keys=...), tb.replace() or tb.upsert(...)",
         )
     if d.write.keys and not d.write.recomputes and len(d.streams) > 1:  # an upsert joining two streams

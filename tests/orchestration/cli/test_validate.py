@@ -141,3 +141,49 @@ def test_dagster_definitions_show_the_same_lines_without_our_stack(tmp_path):
     ):
         assert any(start in line for line in out.splitlines()), out
     assert "pipelines/authoring" not in out and "pipelines/datasets" not in out  # no frame of the loading code
+
+
+CHANGING_TABLES = """
+import pipelines.authoring as tb
+from pyspark.sql import functions as F
+
+CHANGE = tb.schema("id BIGINT, tier STRING, op STRING, seq BIGINT, changed_at TIMESTAMP")
+tb.landing("silver.customers", tb.files("changes", "json", CHANGE), write=tb.cdc("id", sequence="seq", values=("tier",)))
+
+
+@tb.gold
+def customer_log(silver_customers):
+    return silver_customers
+
+
+@tb.gold(watermark=tb.watermark("updated_at", "1 hour"), write=tb.upsert("window", "tier"))
+def tiers_hourly(silver_customers):
+    return silver_customers.groupBy(F.window("updated_at", "1 hour"), "tier").count()
+
+
+@tb.gold(write=tb.replace())
+def tiers(silver_customers):
+    return silver_customers.groupBy("tier").count()
+"""
+
+
+def test_validate_names_a_table_streaming_a_changing_table_with_the_fix(tmp_path):
+    """An append table, or a watermarked window, streaming a CDC table would keep rows the CDC table has updated
+    or deleted since: refused naming both tables and the fix; a replace reader, which follows the changes, is
+    planned."""
+    _project(tmp_path, CHANGING_TABLES, GOOD_SQL.replace("silver.orders", "silver.customers"), {})
+    (tmp_path / "shop" / "totals.sql").unlink()
+    done = _validate(tmp_path)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "Traceback" not in done.stdout + done.stderr
+    written = "silver.customers (written by cdc, which updates and deletes rows)"
+    whole = "read silver.customers whole (parameter = tb.static)"
+    assert done.stdout.splitlines()[:2] == [
+        f"shop/tables.py:8, function customer_log: table 'gold.customer_log': streams {written}, but an append "
+        "table only adds rows: it would keep every row silver.customers has since changed or deleted; "
+        f"{whole}, or declare write=tb.recompute(by=..., keys=...), tb.replace() or tb.upsert(...)",
+        f"shop/tables.py:13, function tiers_hourly: table 'gold.tiers_hourly': streams {written} through a "
+        "watermark: a window or join row Spark has emitted is final and cannot take a changed row back; "
+        f"{whole}, or drop the watermark and declare write=tb.recompute(by=...) or tb.replace()",
+    ], done.stdout
+    assert done.stdout.splitlines()[-1] == "FAILED: 2 tables planned, 2 problems", done.stdout
