@@ -17,7 +17,7 @@ from infra.errors import ConfigError
 from infra.identifiers import check_column_names
 from pipelines.io.formats import Merge
 from pipelines.spec.strategy import Sink
-from pipelines.write.follow import UpstreamChange, merge_with_deletes, overwrite
+from pipelines.write.follow import UpstreamChange
 from pipelines.write.sinks import ROWS_IN, BatchContext
 
 
@@ -68,7 +68,7 @@ class UpsertSink(Sink):
         function over a changed row's old image that no current row gives any more is deleted; one MERGE. With no
         known changes, or an upstream without keys, the table is replaced with the function over the upstream."""
         if change.changed is None or not change.upstream_keys:
-            overwrite(ctx, self._newest(change.result()))
+            ctx.overwrite(self._newest(change.result()))
             return
         upstream, *others = change.inputs()
         keys = list(change.upstream_keys)
@@ -78,7 +78,7 @@ class UpsertSink(Sink):
             before = change.transform(change.images("old"), *others).select(*self.keys).distinct()
             gone_keys = before.join(rows.select(*self.keys), list(self.keys), "left_anti")
             gone = ctx.fmt.read(ctx.spark, ctx.table).join(gone_keys, list(self.keys), "left_semi")
-            merge_with_deletes(ctx, rows, gone, self.keys, self._newer)
+            ctx.merge_with_deletes(rows, gone, self.keys, self._newer)
         finally:
             rows.unpersist()
 
@@ -94,11 +94,11 @@ class OverwriteSink(Sink):
 
     def write(self, ctx: BatchContext, df: DataFrame) -> None:
         """Atomically replace the table's rows with the batch (one commit)."""
-        overwrite(ctx, df)
+        ctx.overwrite(df)
 
     def follow(self, ctx: BatchContext, change: UpstreamChange) -> None:
         """The whole result again, over the inputs as they are now, in one commit."""
-        overwrite(ctx, change.result())
+        ctx.overwrite(change.result())
 
 
 @dataclass(frozen=True)

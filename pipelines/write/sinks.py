@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import ClassVar
 
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 
 from infra.home_record import note_first_day
 from infra.identifiers import check_column_names
@@ -24,8 +25,10 @@ from pipelines.io.checkpoints import query_id
 from pipelines.io.formats import Merge, Staged, TableFormat
 from pipelines.spec.expectations import Expectation
 from pipelines.spec.strategy import Reprocess, Sink
-from pipelines.write.follow import UpstreamChange, in_groups, merge_with_deletes, overwrite
+from pipelines.write.follow import UpstreamChange, in_groups
 
+# A row of a MERGE's source that deletes its key from the table (`BatchContext.merge_with_deletes`).
+_GONE = "_tributary_gone"
 # The metric of the rows a sink was handed, counted by a sink that reads its batch more than once (Spark's own
 # count of a query's input rows counts every read).
 ROWS_IN = "rows_in"
@@ -83,6 +86,45 @@ class BatchContext:
             return
         self.fmt.merge(rows, table, merge)
         self.metrics[f"rows_upserted:{table}"] += upserted
+
+    def overwrite(self, rows: DataFrame) -> None:
+        """Replace the table's rows with `rows` in one commit, counting them."""
+        rows = rows.persist()
+        try:
+            n = rows.count()
+            self.fmt.overwrite(rows, self.table)
+        finally:
+            rows.unpersist()
+        self.metrics[f"rows_upserted:{self.table}"] += n
+
+    def merge_with_deletes(
+        self, rows: DataFrame, gone: DataFrame, keys: tuple[str, ...], update_when: str | None = None
+    ) -> None:
+        """One MERGE into the table by `keys`: `rows` updated (when `update_when`) or inserted, and the stored rows
+        of `gone` (the table's columns) deleted."""
+        columns = tuple(self.fmt.columns(self.spark, self.table))
+        source = (
+            rows.select(*columns)
+            .withColumn(_GONE, F.lit(False))
+            .unionByName(gone.select(*columns).withColumn(_GONE, F.lit(True)))
+            .persist()
+        )
+        try:
+            kept, deleted = source.agg(F.count(F.when(~F.col(_GONE), 1)), F.count(F.when(F.col(_GONE), 1))).first()
+            if not kept and not deleted:
+                return
+            merge = Merge(
+                keys,
+                null_safe_keys=True,
+                delete_when=f"s.{_GONE}",
+                update_when=update_when,
+                insert_when=f"NOT s.{_GONE}",
+                columns=columns,
+            )
+            self.merge(source, self.table, merge, upserted=kept)
+            self.metrics[f"rows_deleted:{self.table}"] += deleted
+        finally:
+            source.unpersist()
 
     def append_rows(
         self,
@@ -229,7 +271,7 @@ class RecomputeMergeSink(Sink):
         ctx.metrics["keys_recomputed"] += len(touched)
         if whole:
             empty = ctx.fmt.read(ctx.spark, ctx.table).limit(0)
-            overwrite(ctx, self.recompute(ctx.spark, ctx.fmt, touched) if touched else empty)
+            ctx.overwrite(self.recompute(ctx.spark, ctx.fmt, touched) if touched else empty)
             return
         if not touched:
             return
@@ -237,6 +279,6 @@ class RecomputeMergeSink(Sink):
         try:
             stored = in_groups(ctx.fmt.read(ctx.spark, ctx.table), self.by, touched)
             gone = stored.join(rows.select(*self.keys), list(self.keys), "left_anti")
-            merge_with_deletes(ctx, rows, gone, self.keys)
+            ctx.merge_with_deletes(rows, gone, self.keys)
         finally:
             rows.unpersist()

@@ -148,7 +148,8 @@ import pipelines.authoring as tb
 from pyspark.sql import functions as F
 
 CHANGE = tb.schema("id BIGINT, tier STRING, op STRING, seq BIGINT, changed_at TIMESTAMP")
-tb.landing("silver.customers", tb.files("changes", "json", CHANGE), write=tb.cdc("id", sequence="seq", values=("tier",)))
+APPLY = tb.cdc("id", sequence="seq", values=("tier",))
+tb.landing("silver.customers", tb.files("changes", "json", CHANGE), write=APPLY)
 
 
 @tb.gold
@@ -179,10 +180,10 @@ def test_validate_names_a_table_streaming_a_changing_table_with_the_fix(tmp_path
     written = "silver.customers (written by cdc, which updates and deletes rows)"
     whole = "read silver.customers whole (parameter = tb.static)"
     assert done.stdout.splitlines()[:2] == [
-        f"shop/tables.py:8, function customer_log: table 'gold.customer_log': streams {written}, but an append "
+        f"shop/tables.py:9, function customer_log: table 'gold.customer_log': streams {written}, but an append "
         "table only adds rows: it would keep every row silver.customers has since changed or deleted; "
         f"{whole}, or declare write=tb.recompute(by=..., keys=...), tb.replace() or tb.upsert(...)",
-        f"shop/tables.py:13, function tiers_hourly: table 'gold.tiers_hourly': streams {written} through a "
+        f"shop/tables.py:14, function tiers_hourly: table 'gold.tiers_hourly': streams {written} through a "
         "watermark: a window or join row Spark has emitted is final and cannot take a changed row back; "
         f"{whole}, or drop the watermark and declare write=tb.recompute(by=...) or tb.replace()",
     ], done.stdout
