@@ -31,7 +31,7 @@ from infra.paths import canonical
 from infra.settings import Settings
 from orchestration.assets import TRIGGER_TAG, asset_key
 from orchestration.resources import SparkResource
-from pipelines.io.checkpoints import committed_files
+from pipelines.io.file_source_log import committed_files
 from pipelines.io.landing import landed_paths, landing_folder
 from pipelines.sources.base import flow_checkpoint
 from pipelines.spec.registry import Registry

@@ -16,7 +16,8 @@ from types import CodeType
 from typing import TYPE_CHECKING
 
 from infra.settings import Settings
-from pipelines.io.checkpoints import committed_files, restart_position
+from pipelines.io.checkpoints import restart_position
+from pipelines.io.file_source_log import committed_files
 from pipelines.io.formats import table_format
 from pipelines.sources.base import flow_checkpoint
 from pipelines.spec.tables import MAIN_FLOW

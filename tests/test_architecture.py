@@ -193,7 +193,14 @@ def test_no_product_module_is_over_the_line_limit() -> None:
 
 # --- sources are strategies ----------------------------------------------------------------------------------
 
-SOURCE_CLASSES = ("FileSource", "KafkaSource", "TableSource", "StaticSource", "DeltaChangesSource")
+SOURCE_CLASSES = (
+    "FileSource",
+    "KafkaSource",
+    "TableSource",
+    "StaticSource",
+    "DeltaChangesSource",
+    "TableChangesSource",
+)
 _CLASS_TEST = re.compile(r"isinstance\([^)]*\b(" + "|".join(SOURCE_CLASSES) + r")\b")
 
 

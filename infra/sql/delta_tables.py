@@ -199,3 +199,14 @@ def appended_infos(table: Path, since: int | None, until: int) -> list[dict[str,
         return None
     appends = [c for c in commits if c.operation == "append"]
     return [{**{k: str(v) for k, v in c.info.items()}, "added-records": str(c.added_records)} for c in appends]
+
+
+def added_since(table: Path, current: int, since_ms: float) -> list[str]:
+    """The URIs of the files that the versions of the Delta table at `table` committed at or after `since_ms`
+    (epoch milliseconds) added, newest version first."""
+    files: list[str] = []
+    version = current
+    while version >= 0 and (commit := read_commit(table, version)).timestamp_ms >= since_ms:
+        files += [data_path(table, a).as_uri() for a in commit.added]
+        version -= 1
+    return files

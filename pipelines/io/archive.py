@@ -26,7 +26,7 @@ from pathlib import Path
 
 from infra.paths import canonical
 from infra.settings import Settings
-from pipelines.io.checkpoints import committed_files
+from pipelines.io.file_source_log import committed_files
 from pipelines.io.landing import landed_paths, landing_folder
 from pipelines.io.sources import landed_files
 from pipelines.spec.sources import FileSource

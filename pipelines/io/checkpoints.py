@@ -1,7 +1,8 @@
-"""Reading Spark streaming checkpoints: planned and committed batches, watermarks, seen files, restart positions.
+"""Reading Spark streaming checkpoints: planned and committed batches, watermarks, restart positions.
 
-Every read of a checkpoint's logs lives here. Each entry of `offsets/` and `commits/` is a version line, a
-metadata JSON line (watermark, batch time) and, in `offsets/`, one offset line per source.
+Every read of a checkpoint's logs lives here, but a file source's log (`file_source_log`). Each entry of
+`offsets/` and `commits/` is a version line, a metadata JSON line (watermark, batch time) and, in `offsets/`,
+one offset line per source.
 
 Spark writes `offsets/<n>` before it runs batch n and `commits/<n>` after the batch is written. On restart,
 a committed last batch means the next batch starts at the end offset of `offsets/<n>`; an uncommitted one is
@@ -21,7 +22,6 @@ from pathlib import Path
 
 from infra.errors import PipelineError
 from infra.files import write_atomically
-from infra.paths import canonical_all
 from infra.settings import Settings
 from pipelines.io.change_positions import changes_read
 from pipelines.spec.registry import Registry
@@ -250,58 +250,6 @@ def _finished_after(checkpoint: Path) -> int | None:
 
 
 _FINISHED = "tributary_finished.json"
-
-
-@dataclass(frozen=True)
-class SeenFile:
-    """A file a file-source stream has planned into a batch, as its source log records it."""
-
-    path: str  # canonical local path (see infra.paths.canonical)
-    modified_ms: int
-    batch_id: int
-
-
-def seen_files(checkpoint: Path, source: int | None = 0) -> dict[str, SeenFile]:
-    """Every file the file source `source` (None: every file source) of the query at `checkpoint` has planned, by
-    canonical path.
-
-    Spark's file source logs each batch's files in `sources/<i>/<n>` (JSON lines after a version line) and
-    compacts them every few batches into `<n>.compact`; it never reads a logged path again.
-    """
-    logs = sorted((checkpoint / "sources").glob("*")) if source is None else [checkpoint / "sources" / str(source)]
-    logged = sorted(
-        (p for log in logs if log.is_dir() for p in log.iterdir() if p.name.removesuffix(".compact").isdigit()),
-        key=lambda p: (p.parent.name, int(p.name.removesuffix(".compact"))),
-    )
-    if not logged:
-        return {}
-    # A run reads the log several times (skip check, landing checks, all read): parse it again only if it changed.
-    state = (str(checkpoint), source, tuple((str(p), p.stat().st_mtime_ns, p.stat().st_size) for p in logged))
-    if _seen_cache and _seen_cache[0][0] == state:
-        return dict(_seen_cache[0][1])
-    entries = []
-    for path in logged:
-        for line in path.read_text(errors="replace").splitlines():
-            if line.startswith("{") and '"path"' in line:
-                entries.append(json.loads(line))
-    names = canonical_all(entry["path"] for entry in entries)
-    out = {
-        name: SeenFile(name, int(entry.get("timestamp", 0)), int(entry.get("batchId", 0)))
-        for name, entry in zip(names, entries, strict=True)
-    }
-    _seen_cache[:] = [(state, dict(out))]
-    return out
-
-
-_seen_cache: list[tuple[tuple, dict[str, SeenFile]]] = []
-
-
-def committed_files(checkpoint: Path) -> set[str]:
-    """Files the file source of the query at `checkpoint` has read in committed batches (canonical paths)."""
-    last = last_committed_batch(checkpoint)
-    if last is None:
-        return set()
-    return {name for name, entry in seen_files(checkpoint).items() if entry.batch_id <= last}
 
 
 def _snapshot_ids(text: str, path: Path) -> list[int]:

@@ -36,35 +36,32 @@ from pyspark.sql.types import StructType
 
 from infra.errors import ConfigError, PipelineError
 from infra.settings import Settings
-from infra.sql.delta_tables import Commit, appended_between, appended_infos, data_path, delta_location, read_commit
+from infra.sql.delta_tables import (
+    added_since,
+    appended_between,
+    appended_infos,
+    data_path,
+    delta_location,
+    read_commit,
+)
 from infra.sql.table_metadata import Snapshot
+from pipelines.io.change_positions import changes_read
 from pipelines.io.checkpoints import (
     ConsumerPosition,
     committed_source_offsets,
     last_committed_batch,
     pending_batch,
-    settled_offsets,
 )
-from pipelines.io.delta_source import new_stream_replays, replay_problem, version_read
-from pipelines.io.format_types import CHANGE_IMAGE, DayRange, Merge, Staged, TableStats, check_schema
+from pipelines.io.delta_feed import CHANGE_FEED, read_change_feed, records_changes
+from pipelines.io.delta_history import BATCH_KEY, WRITER_KEY, as_snapshot, last_data_commit, latest_info
+from pipelines.io.delta_source import new_stream_replays, read_up_to, replay_problem, stream_caught_up
+from pipelines.io.format_types import DayRange, Merge, Staged, TableStats, check_schema
 from pipelines.spec.tables import OutputTable
 
-WRITER_KEY = "tributary.writer"
-BATCH_KEY = "tributary.batch-id"
 OPERATION_KEY = "tributary.operation"  # a version written by an operation (reprocess, backfill), not a batch
 STAGING_DIR = "_staging"
 # delta-spark records this session setting as the commit's `userMetadata` (it takes no other commit info).
 USER_METADATA_CONF = "spark.databricks.delta.commitInfo.userMetadata"
-# Every table records its changes, so that a table reading it follows its updates and deletes (`change_feed`).
-FEED_PROPERTY = "delta.enableChangeDataFeed"
-CHANGE_FEED = {FEED_PROPERTY: "true"}
-# The columns Delta's change data feed adds to a table's own.
-_FEED_COLUMNS = ("_change_type", "_commit_version", "_commit_timestamp")
-
-
-def records_changes(table: DeltaTable) -> bool:
-    """Whether the Delta table records its changes (its change data feed is on)."""
-    return table.metadata().configuration.get(FEED_PROPERTY, "false").lower() == "true"
 
 
 class DeltaFormat:
@@ -211,16 +208,7 @@ class DeltaFormat:
     def changed_days(self, spark: SparkSession, name: str, column: str, since: datetime) -> list[date]:
         """The distinct days in the files that versions committed at or after `since` added (Delta tables are not
         partitioned, so this reads those files' `column`)."""
-        path = self.location(name)
-        since_ms = since.timestamp() * 1000
-        files = []
-        version = self.delta_table(name).version()
-        while version >= 0:
-            commit = read_commit(path, version)
-            if commit.timestamp_ms < since_ms:
-                break
-            files += [data_path(path, a).as_uri() for a in commit.added]
-            version -= 1
+        files = added_since(self.location(name), self.delta_table(name).version(), since.timestamp() * 1000)
         if not files:
             return []
         rows = spark.read.parquet(*files).select(F.to_date(column).alias("d")).distinct().collect()
@@ -271,18 +259,8 @@ class DeltaFormat:
             shutil.rmtree(staging, ignore_errors=True)
 
     def change_feed(self, spark: SparkSession, name: str, since: int, until: int) -> DataFrame:
-        """Delta's change data feed of the versions after `since` up to `until`: a MERGE's changed rows (pre and
-        post images, deletes), an append's or an overwrite's whole files; OPTIMIZE versions are not listed."""
-        feed = (
-            spark.read.format("delta")
-            .option("readChangeFeed", "true")
-            .option("startingVersion", str(since + 1))
-            .option("endingVersion", str(until))
-            .load(str(self.location(name)))
-        )
-        added = F.col("_change_type").isin("insert", "update_postimage")
-        data = [c for c in feed.columns if c not in _FEED_COLUMNS]
-        return feed.select(*data, F.when(added, "new").otherwise("old").alias(CHANGE_IMAGE))
+        """The table's changes in the versions after `since` up to `until` (`delta_feed`)."""
+        return read_change_feed(spark, self.location(name), since, until)
 
     def read(self, spark: SparkSession, name: str, snapshot_id: int | None = None) -> DataFrame:
         """The current version (or version `snapshot_id`) through delta-spark."""
@@ -317,58 +295,37 @@ class DeltaFormat:
         """The id in the table's metadata (versions restart at 0 when the table is created again)."""
         return str(self.delta_table(name).metadata().id)
 
-    def _read_up_to(self, name: str, offsets: list[dict]) -> int | None:
-        """The newest version the Delta source offset of this table among `offsets` (one per source of a query)
-        says is fully read: (v, base index) means every version before v; (v, END_INDEX) means v as well."""
-        found = [o for o in offsets if o.get("reservoirId") == self.table_id(None, name) and "reservoirVersion" in o]
-        return version_read(found[0]) if found else None
-
     def consumer_caught_up(self, spark: SparkSession | None, name: str, checkpoint: Path) -> bool:
         """The stream at `checkpoint` owes nothing, and no version after the one it has fully read appended rows."""
-        settled = settled_offsets(checkpoint)
-        path, current = self.location(name), self.delta_table(name).version()
-        read = self._read_up_to(name, settled) if settled is not None else None
-        if read is None:
-            return settled is None and not any(read_commit(path, v).appended for v in range(current + 1))
-        return not any(read_commit(path, v).appended for v in range(read + 1, current + 1))
+        table = self.delta_table(name)
+        return stream_caught_up(checkpoint, self.location(name), str(table.metadata().id), table.version())
 
     def consumer_position(self, name: str, consumer: str, checkpoint: Path) -> ConsumerPosition:
-        """The newest version the consumer's committed batches have fully read (None before it has read any)."""
-        last = last_committed_batch(checkpoint)
-        position = self._read_up_to(name, committed_source_offsets(checkpoint))
-        return ConsumerPosition(consumer, checkpoint, position, last, pending_batch(checkpoint) is None)
+        """The newest version the consumer's committed batches have fully read (None before it has read any); for a
+        consumer following the table's changes, the version its last run recorded (`change_positions`)."""
+        read = changes_read(checkpoint)
+        if read is not None and name in read.upstreams:
+            return ConsumerPosition(consumer, checkpoint, read.upstreams[name].commit, read.batch, True)
+        position = read_up_to(self.table_id(None, name), committed_source_offsets(checkpoint))
+        return ConsumerPosition(
+            consumer, checkpoint, position, last_committed_batch(checkpoint), pending_batch(checkpoint) is None
+        )
 
     def exists(self, spark: SparkSession | None, name: str) -> bool:
         """Whether the table's Delta log exists (no JVM needed)."""
         return DeltaTable.is_deltatable(str(self.location(name)))
 
-    def _snapshot(self, commit: Commit) -> Snapshot:
-        summary = {"operation": commit.operation, "added-data-files": str(len(commit.appended))}
-        summary["added-records"] = str(commit.added_records)
-        for key in (WRITER_KEY, BATCH_KEY):
-            if key in commit.info:
-                summary[key] = str(commit.info[key])
-        parent = commit.version - 1 if commit.version else None
-        return Snapshot(commit.version, parent, commit.timestamp_ms, None, summary)
-
     def current_snapshot(self, spark: SparkSession | None, name: str) -> Snapshot | None:
         """The current version as a snapshot (id = version)."""
-        return self._snapshot(read_commit(self.location(name), self.delta_table(name).version()))
+        return as_snapshot(read_commit(self.location(name), self.delta_table(name).version()))
 
     def last_data_snapshot(self, spark: SparkSession | None, name: str) -> Snapshot | None:
         """The newest version that is not a compaction."""
-        path = self.location(name)
-        commit = read_commit(path, self.delta_table(name).version())
-        while commit.operation == "replace" and commit.version > 0:
-            commit = read_commit(path, commit.version - 1)
-        return self._snapshot(commit)
+        return as_snapshot(last_data_commit(self.location(name), self.delta_table(name).version()))
 
     def latest_properties(self, spark: SparkSession | None, name: str, key: str) -> dict[str, str] | None:
         """The commit info of the newest version that holds `key`."""
-        path, version = self.location(name), self.delta_table(name).version()
-        while version >= 0 and key not in (info := read_commit(path, version).info):
-            version -= 1
-        return None if version < 0 else {k: str(v) for k, v in info.items()}
+        return latest_info(self.location(name), self.delta_table(name).version(), key)
 
     def stats(self, spark: SparkSession | None, name: str) -> TableStats:
         """Version, rows, files and bytes from the current version's add actions (no data read)."""

@@ -16,7 +16,7 @@ from pathlib import Path
 from deltalake import DeltaTable
 
 from infra.sql.delta_tables import commit_file, data_path, read_commit
-from pipelines.io.checkpoints import batch_files, last_committed_batch, pending_batch, source_offsets
+from pipelines.io.checkpoints import batch_files, last_committed_batch, pending_batch, settled_offsets, source_offsets
 
 # delta-spark's DeltaSourceOffset.END_INDEX (Long.MaxValue - 100): every file of the offset's version was read.
 _END_INDEX = 2**63 - 1 - 100
@@ -46,6 +46,23 @@ def version_read(offset: Mapping[str, object]) -> int:
     """The newest version a Delta source offset says is fully read: v with the end index, else v - 1."""
     version, index = int(offset["reservoirVersion"]), int(offset.get("index", -1))  # type: ignore[call-overload]
     return version if index >= _END_INDEX else version - 1
+
+
+def read_up_to(table_id: str, offsets: list[dict]) -> int | None:
+    """The newest version the Delta source offset of the table `table_id` among `offsets` (one per source of a
+    query) says is fully read: (v, base index) means every version before v; (v, END_INDEX) means v as well."""
+    found = [o for o in offsets if o.get("reservoirId") == table_id and "reservoirVersion" in o]
+    return version_read(found[0]) if found else None
+
+
+def stream_caught_up(checkpoint: Path, path: Path, table_id: str, current: int) -> bool:
+    """The stream at `checkpoint` owes nothing, and no version of the table at `path` (id `table_id`, current
+    version `current`) after the one it has fully read appended rows."""
+    settled = settled_offsets(checkpoint)
+    read = read_up_to(table_id, settled) if settled is not None else None
+    if read is None:
+        return settled is None and not any(read_commit(path, v).appended for v in range(current + 1))
+    return not any(read_commit(path, v).appended for v in range(read + 1, current + 1))
 
 
 def new_stream_replays(checkpoint: Path, path: Path, table: DeltaTable) -> bool:

@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from infra.files import write_atomically
-from pipelines.io.checkpoints import SeenFile
+from pipelines.io.file_source_log import SeenFile
 
 LEDGER = "tributary_files.json"
 

@@ -18,7 +18,7 @@ from infra.sql.catalog import CatalogReader
 from infra.sql.table_metadata import Snapshot, TableMetadata
 from pipelines.io import iceberg_history
 from pipelines.io.checkpoints import ConsumerPosition, caught_up_offsets, restart_position
-from pipelines.io.format_types import CHANGE_IMAGE, DayRange, Merge, Staged, TableStats, check_schema
+from pipelines.io.format_types import DayRange, Merge, Staged, TableStats, check_schema
 from pipelines.io.iceberg_history import (
     BATCH_PROPERTY,
     OPERATION_ID_PROPERTY,
@@ -26,15 +26,13 @@ from pipelines.io.iceberg_history import (
     WAP_PREFIX,
     WRITER_PROPERTY,
     appended_since,
+    changelog,
     table_uuid,
 )
 from pipelines.io.iceberg_options import DEFAULT_TABLE_PROPERTIES, LANDING_WRITE_OPTIONS, STREAM_READ_OPTIONS
 from pipelines.io.iceberg_rows import append_rows, read_rows
 from pipelines.io.partition_grain import chosen_partitions, table_grain, widened
 from pipelines.spec.tables import OutputTable
-
-# The columns Iceberg's changelog adds to a table's own.
-_CHANGELOG_COLUMNS = ("_change_type", "_change_ordinal", "_commit_snapshot_id")
 
 
 class IcebergFormat:
@@ -183,7 +181,10 @@ class IcebergFormat:
         return appended_since(spark, self.qualified(name), since, until)
 
     def table_id(self, spark: SparkSession | None, name: str) -> str:
-        """The table's UUID."""
+        """The table's UUID, from its metadata file when it is local (no JVM needed)."""
+        metadata = self._local_metadata(name)
+        if metadata is not None:
+            return metadata.uuid
         return table_uuid(self._session(spark), self.qualified(name))
 
     def read_stream(self, spark: SparkSession, name: str, checkpoint: Path | None = None) -> DataFrame:
@@ -225,18 +226,8 @@ class IcebergFormat:
         df.writeTo(self.qualified(name)).overwrite(F.lit(True))
 
     def change_feed(self, spark: SparkSession, name: str, since: int, until: int) -> DataFrame:
-        """Iceberg's changelog (the `changes` metadata table) of the snapshots after `since` up to `until`. A
-        copy-on-write commit lists every row of the files it removed and of those it added, the rows it left
-        unchanged too; compactions (`replace`) are not listed."""
-        feed = (
-            spark.read.format("iceberg")
-            .option("start-snapshot-id", str(since))
-            .option("end-snapshot-id", str(until))
-            .load(f"{self.qualified(name)}.changes")
-        )
-        added = F.col("_change_type").isin("INSERT", "UPDATE_AFTER")
-        data = [c for c in feed.columns if c not in _CHANGELOG_COLUMNS]
-        return feed.select(*data, F.when(added, "new").otherwise("old").alias(CHANGE_IMAGE))
+        """The table's changes in the snapshots after `since` up to `until` (`iceberg_history.changelog`)."""
+        return changelog(spark, self.qualified(name), since, until)
 
     def replace_days(self, df: DataFrame, name: str, days: DayRange, operation: str) -> int | None:
         """One Iceberg overwrite by filter on whole partitions, so whole files are dropped (no row-level

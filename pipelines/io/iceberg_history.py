@@ -14,6 +14,9 @@ from typing import Any
 
 from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from pipelines.io.format_types import CHANGE_IMAGE
 
 WRITER_PROPERTY = "tributary.writer"
 # A commit made by an operation (reprocess, backfill) rather than a streaming batch, and that commit's own id.
@@ -23,6 +26,8 @@ BATCH_PROPERTY = "tributary.batch-id"
 # A staged (write-audit-publish) append carries `wap.id` = tributary/<writer>/<batch id>/<attempt>; Iceberg keeps it
 # as `published-wap-id` when a cherry-pick has to copy the snapshot (main moved), which drops the custom summary.
 WAP_PREFIX = "tributary"
+# The columns Iceberg's changelog adds to a table's own.
+_CHANGELOG_COLUMNS = ("_change_type", "_change_ordinal", "_commit_snapshot_id")
 
 
 def load_table(spark: SparkSession, qualified: str) -> Any:
@@ -178,3 +183,18 @@ def replay_problem(spark: SparkSession, qualified: str) -> str | None:
     if rewritten:
         return f"snapshot {rewritten[0].snapshot_id} {rewritten[0].operation} rows in place (a reprocess)"
     return None
+
+
+def changelog(spark: SparkSession, qualified: str, since: int, until: int) -> DataFrame:
+    """Iceberg's changelog (the `changes` metadata table) of the snapshots after `since` up to `until`, each row
+    marked as an old or a new image. A copy-on-write commit lists every row of the files it removed and of those it
+    added, the rows it left unchanged too; compactions (`replace`) are not listed."""
+    feed = (
+        spark.read.format("iceberg")
+        .option("start-snapshot-id", str(since))
+        .option("end-snapshot-id", str(until))
+        .load(f"{qualified}.changes")
+    )
+    added = F.col("_change_type").isin("INSERT", "UPDATE_AFTER")
+    data = [c for c in feed.columns if c not in _CHANGELOG_COLUMNS]
+    return feed.select(*data, F.when(added, "new").otherwise("old").alias(CHANGE_IMAGE))

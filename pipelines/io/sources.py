@@ -25,7 +25,8 @@ from infra.paths import canonical_all, local_path, misnamed_compression, open_la
 from infra.settings import Settings
 from infra.spark_functions import batch_time
 from pipelines.io import csv_reader, file_ledger, json_reader
-from pipelines.io.checkpoints import pending_batch, seen_files
+from pipelines.io.checkpoints import pending_batch
+from pipelines.io.file_source_log import seen_files
 from pipelines.io.landing import is_landed_name, landed_paths, landing_folder
 from pipelines.io.landing_parse import (
     CORRUPT_COLUMN,

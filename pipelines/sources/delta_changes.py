@@ -27,7 +27,7 @@ from pyspark.sql.types import LongType, StringType, StructField, StructType, Tim
 from infra.errors import ConfigError, PipelineError
 from infra.spark_functions import batch_time
 from pipelines.io.checkpoints import settled_offsets
-from pipelines.io.delta import FEED_PROPERTY, records_changes
+from pipelines.io.delta_feed import FEED_PROPERTY, records_changes
 from pipelines.io.delta_source import version_read
 from pipelines.sources.base import Run
 from pipelines.sources.stream_query import StreamedKind

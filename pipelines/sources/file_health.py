@@ -23,7 +23,7 @@ from pyspark.sql import functions as F
 from infra.errors import PipelineError
 from infra.identifiers import is_column_name
 from infra.paths import local_path
-from pipelines.io.checkpoints import seen_files
+from pipelines.io.file_source_log import seen_files
 from pipelines.io.json_reader import ProofAhead
 from pipelines.io.landing_parse import (
     REJECTED_COLUMN,

@@ -11,7 +11,8 @@ from pyspark.sql import DataFrame
 
 from infra.paths import canonical_all
 from pipelines.io.archive import archive_committed, received_files
-from pipelines.io.checkpoints import caught_up_offsets, seen_files
+from pipelines.io.checkpoints import caught_up_offsets
+from pipelines.io.file_source_log import seen_files
 from pipelines.io.json_reader import ProofAhead
 from pipelines.io.landing import landing_folder, unread_subfolders
 from pipelines.io.landing_parse import LANDED_LINEAGE, CsvHeaders

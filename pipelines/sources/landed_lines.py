@@ -15,7 +15,7 @@ from infra.files import write_atomically
 from infra.paths import canonical, open_landed
 from infra.settings import Settings
 from pipelines.io.archive import received_files
-from pipelines.io.checkpoints import committed_files
+from pipelines.io.file_source_log import committed_files
 from pipelines.io.formats import table_format
 from pipelines.io.landing import count_records, landing_folder
 from pipelines.sources.base import Accounting, flow_checkpoint

@@ -9,7 +9,7 @@ from pathlib import Path
 from pyspark.sql import SparkSession
 
 from infra.paths import canonical
-from pipelines.io.checkpoints import seen_files
+from pipelines.io.file_source_log import seen_files
 from pipelines.io.landing import landed_paths
 
 LINE = b'{"order_id": "x"}\n'
