@@ -23,6 +23,7 @@ from pyspark.sql import SparkSession
 
 from infra.settings import Settings
 from pipelines.authoring.load import load_registry
+from pipelines.io import iceberg
 from pipelines.run.pipeline import run_pipeline
 from tests.support.changes_child import kill_following
 from tests.support.helpers import current_snapshots, table
@@ -207,7 +208,13 @@ def _cdc_expected(live: dict[int, dict]) -> dict[str, list[tuple]]:
     }
 
 
-def test_readers_of_a_cdc_table_follow_its_updates_and_deletes(spark, format_settings, settings_factory, tmp_path):
+def _no_session(*_args: object) -> SparkSession:
+    raise AssertionError("a run with nothing new asked for a Spark session")
+
+
+def test_readers_of_a_cdc_table_follow_its_updates_and_deletes(
+    spark, format_settings, settings_factory, tmp_path, monkeypatch
+):
     settings = format_settings
     _, package = _package(tmp_path, f"follow_cdc_{settings.table_format}", CDC_TABLES)
     registry = load_registry([package])
@@ -230,8 +237,11 @@ def test_readers_of_a_cdc_table_follow_its_updates_and_deletes(spark, format_set
             assert reports["gold.daily_status"].metrics["rows_deleted:gold.daily_status"] == 1
             assert reports["gold.large_orders"].metrics["rows_deleted:gold.large_orders"] > 0
 
+    # Nothing new: every table is skipped, nothing is written, and no Spark session is asked for.
     before = current_snapshots(spark, settings)
-    again = run_pipeline(spark, settings, registry)
+    monkeypatch.setattr(iceberg, "get_spark", _no_session)
+    again = run_pipeline(_no_session, settings, registry)
+    monkeypatch.undo()
     assert all(r.skipped and r.rows_in == 0 for r in again), [(r.table, r.rows_in) for r in again if not r.skipped]
     assert current_snapshots(spark, settings) == before
 
