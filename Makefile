@@ -5,10 +5,15 @@ export TRIBUTARY_HOME ?= $(CURDIR)/.tributary
 export DAGSTER_HOME ?= $(TRIBUTARY_HOME)/dagster
 UI_PORT ?= 3000
 
-.PHONY: setup demo demo-kafka demo-s3 test test-crash lint ui sql sql-server sql-server-stop cluster-up cluster-down cluster-test bench clean distclean
+.PHONY: setup setup-full demo demo-kafka demo-s3 test test-crash lint ui sql sql-server sql-server-stop cluster-up cluster-down cluster-test bench clean distclean
 
+# What `make demo` needs (venv, Java 17, Maven, the jars of the embedded default).
 setup:
 	@bash infra/setup.sh
+
+# Also what the tests and the serving and cluster profiles need (Chromium, PostgreSQL, every pinned jar).
+setup-full:
+	@bash infra/setup.sh --full
 
 demo: setup
 	$(BIN)/tributary demo
@@ -25,12 +30,12 @@ demo-s3: setup
 	TRIBUTARY_HOME=$(TRIBUTARY_HOME)/s3-demo DAGSTER_HOME=$(TRIBUTARY_HOME)/s3-demo/dagster \
 		$(BIN)/tributary demo --storage s3
 
-test: setup
+test: setup-full
 	$(BIN)/ruff check .
 	$(BIN)/lint-imports
 	$(BIN)/pytest
 
-test-crash: setup
+test-crash: setup-full
 	TRIBUTARY_CRASH_MATRIX=full $(BIN)/pytest tests/e2e/test_crash_matrix.py
 
 lint: setup
@@ -53,14 +58,14 @@ sql-server-stop:
 
 # A Spark master, two workers and PostgreSQL on 127.0.0.1 (docs/deploy.md); `source $(TRIBUTARY_HOME)/cluster/env`
 # then points `make demo`, `make ui` and `tributary run` at them (the cluster profile).
-cluster-up: setup
+cluster-up: setup-full
 	$(BIN)/tributary cluster up
 
 cluster-down:
 	$(BIN)/tributary cluster down
 
 # Only the tests that start their own cluster (also part of `make test`).
-cluster-test: setup
+cluster-test: setup-full
 	$(BIN)/pytest -m cluster
 
 bench: setup

@@ -2,10 +2,12 @@
 Tributary's own classes.
 
 `MAVEN_JARS` is the one place the JVM parts are pinned: coordinates, the SHA-256 of the file, and a class the jar
-must hold. `tributary setup` (`make setup`) resolves a missing one with Maven (`mvn dependency:copy`, through the
-repositories Maven is configured with: Maven Central by default, or a mirror in `~/.m2/settings.xml`) into the jar
-cache (`TRIBUTARY_JAR_CACHE`), refuses a file whose checksum differs, and from then on works offline. Every
-session passes the same files as `spark.jars`, which on a cluster the driver serves to the executors.
+must hold. `tributary setup` (`make setup`: the jars this home's sessions use; `make setup-full`: all of them)
+resolves the missing ones with one Maven run (`infra.maven`, through the repositories Maven is configured with:
+Maven Central by default, or a mirror in `~/.m2/settings.xml`) into the jar cache (`TRIBUTARY_JAR_CACHE`),
+refuses a file whose checksum differs, and from then on works offline. A session of a profile whose jars set-up
+did not fetch (a PostgreSQL catalog) fetches them the same way when it starts. Every session passes the same
+files as `spark.jars`, which on a cluster the driver serves to the executors.
 
 Resolved once at set-up rather than with Spark's `spark.jars.packages`, which resolves (and needs the network) at
 every session start. Iceberg's own runtime jar is complete; the runtime earlier taken from a PyPI package lacked
@@ -19,7 +21,6 @@ are compiled once with the JDK's javac against pyspark's and delta-spark's jars 
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import os
 import shutil
@@ -30,29 +31,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from infra.errors import SetupError
+from infra.maven import MavenJar, fetch_jars, file_sha256, maven_jar, usable, verify
+
+__all__ = ["MavenJar", "fetch_jars", "file_sha256", "maven_jar"]
 from infra.settings import Settings
-
-
-@dataclass(frozen=True)
-class MavenJar:
-    """One jar pinned by Maven coordinates and the SHA-256 of its file; `marker` is a class it must contain."""
-
-    group: str
-    artifact: str
-    version: str
-    sha256: str
-    marker: str
-
-    @property
-    def coordinates(self) -> str:
-        """`group:artifact:version`, as Maven takes it."""
-        return f"{self.group}:{self.artifact}:{self.version}"
-
-    @property
-    def file_name(self) -> str:
-        """The jar's file name in the cache (Maven's own)."""
-        return f"{self.artifact}-{self.version}.jar"
-
 
 ICEBERG = MavenJar(
     "org.apache.iceberg",
@@ -174,87 +156,9 @@ def _pyspark_jar_dir() -> Path:
     return Path(pyspark.__file__).parent / "jars"
 
 
-def _verify(name: str, path: Path, marker: str) -> Path:
-    if not path.is_file():
-        raise SetupError(f"required jar {name} is missing: {path} (run 'make setup')")
-    try:
-        with zipfile.ZipFile(path) as zf:
-            zf.getinfo(marker)
-    except (zipfile.BadZipFile, KeyError) as exc:
-        raise SetupError(f"jar {name} at {path} is broken (no {marker}): delete it and run 'make setup'") from exc
-    return path
-
-
-def _usable(name: str, target: Path, marker: str) -> bool:
-    """Whether a jar fetched or built earlier is there and sound; a broken one is deleted so it is made again.
-
-    A jar found sound is stamped with its size and modification time (`<jar>.verified`), so every later session
-    start skips reading its index again: for the 280 MB AWS SDK bundle that read alone took 0.7 s.
-    """
-    if not target.is_file():
-        return False
-    stat = target.stat()
-    stamp, seal = target.with_name(target.name + ".verified"), f"{stat.st_size}:{stat.st_mtime_ns}:{marker}"
-    with contextlib.suppress(OSError):
-        if stamp.read_text() == seal:
-            return True
-    try:
-        _verify(name, target, marker)
-    except SetupError:
-        target.unlink()
-        return False
-    with contextlib.suppress(OSError):  # a read-only cache: verified again next time
-        stamp.write_text(seal)
-    return True
-
-
-def file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as fh:
-        while chunk := fh.read(1 << 20):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
-def maven_jar(jar: MavenJar, cache: Path) -> Path:
-    """The cached file of `jar`, resolved with Maven and checked against its pinned SHA-256 the first time."""
-    target = cache / jar.file_name
-    if _usable(jar.coordinates, target, jar.marker):
-        return target
-    mvn = shutil.which("mvn")
-    if mvn is None:
-        raise SetupError(
-            f"jar {jar.coordinates} is not in the jar cache {cache} and Maven is missing to fetch it: install it "
-            "('apt-get install maven') and run 'make setup'"
-        )
-    cache.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=cache) as tmp:
-        proc = subprocess.run(
-            [mvn, "-B", "-q", "dependency:copy", f"-Dartifact={jar.coordinates}", f"-DoutputDirectory={tmp}"],
-            capture_output=True,
-            text=True,
-        )
-        staged = Path(tmp) / jar.file_name
-        if proc.returncode != 0 or not staged.is_file():
-            detail = [line for line in (proc.stdout + proc.stderr).splitlines() if "ERROR" in line][:3]
-            raise SetupError(
-                f"Maven could not fetch {jar.coordinates}: {' '.join(detail) or f'exit code {proc.returncode}'}; "
-                "check that Maven reaches its repository (or a mirror in ~/.m2/settings.xml) and run 'make setup'"
-            )
-        actual = file_sha256(staged)
-        if actual != jar.sha256:
-            raise SetupError(
-                f"jar {jar.coordinates} fetched by Maven has SHA-256 {actual}, not the pinned {jar.sha256}: "
-                "refusing it (a changed or corrupted artifact); check the repository Maven uses"
-            )
-        _verify(jar.coordinates, staged, jar.marker)
-        staged.replace(target)
-    return target
-
-
 def fetch_all(cache: Path) -> list[Path]:
-    """Every pinned jar in the cache (`make setup`), so later sessions need no network."""
-    return [maven_jar(jar, cache) for jar in MAVEN_JARS]
+    """Every pinned jar in the cache (`make setup-full`), so later sessions of any profile need no network."""
+    return fetch_jars(MAVEN_JARS, cache)
 
 
 def javac() -> Path:
@@ -281,7 +185,7 @@ def build_sql_guard(cache: Path) -> Path:
     for src in sources:
         digest.update(src.relative_to(SQL_GUARD_SOURCES).as_posix().encode() + b"\0" + src.read_bytes())
     target = cache / f"tributary-sql-guard-{digest.hexdigest()[:16]}.jar"
-    if _usable("sql-guard", target, _SQL_GUARD_MARKER):
+    if usable("sql-guard", target, _SQL_GUARD_MARKER):
         return target
     cache.mkdir(parents=True, exist_ok=True)
     class_path = [str(_pyspark_jar_dir() / "*"), str(maven_jar(DELTA_SPARK, cache))]
@@ -301,19 +205,24 @@ def build_sql_guard(cache: Path) -> Path:
             out.writestr("META-INF/MANIFEST.MF", "Manifest-Version: 1.0\nCreated-By: tributary\n")
             for cls in sorted(classes.rglob("*.class")):
                 out.write(cls, cls.relative_to(classes).as_posix())
-        _verify("sql-guard", staged, _SQL_GUARD_MARKER)
+        verify("sql-guard", staged, _SQL_GUARD_MARKER)
         staged.replace(target)
     return target
+
+
+def session_maven_jars(settings: Settings) -> tuple[MavenJar, ...]:
+    """The pinned jars a session of `settings` uses: Iceberg, Delta, Kafka, the catalog's JDBC driver and s3a."""
+    drivers = (SQLITE_JDBC,) if settings.uses_sqlite else ()
+    if not settings.uses_sqlite and settings.jdbc_catalog_uri.startswith("jdbc:postgresql:"):
+        drivers = (POSTGRES_JDBC,)
+    return (ICEBERG, *DELTA_JARS, *KAFKA_JARS, *drivers, *S3_JARS)
 
 
 def spark_jars(settings: Settings) -> SparkJars:
     """The verified jar set for `settings`: Iceberg, Delta, Kafka, the catalog's JDBC driver and Tributary's classes."""
     cache = settings.jar_cache
-    jars = [maven_jar(jar, cache) for jar in (ICEBERG, *DELTA_JARS, *KAFKA_JARS)] + [build_sql_guard(cache)]
-    if settings.uses_sqlite:
-        jars.append(maven_jar(SQLITE_JDBC, cache))
-    elif settings.jdbc_catalog_uri.startswith("jdbc:postgresql:"):
-        jars.append(maven_jar(POSTGRES_JDBC, cache))
+    jars = [maven_jar(jar, cache) for jar in session_maven_jars(settings) if jar not in S3_JARS]
+    jars.append(build_sql_guard(cache))
     # s3a is on the driver's class path in every session, so catalogs in buckets can be added to a running one;
     # there it costs no start-up copy (a local executor copies each `spark.jars` file, and the SDK is 280 MB).
     # Executors elsewhere get it as `spark.jars` when the warehouse is in a bucket.

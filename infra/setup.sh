@@ -1,15 +1,20 @@
 #!/usr/bin/env bash
 # Idempotent machine + venv set-up for Tributary: Java 17 (with javac) check, Debian packages, .venv, jars.
+# `infra/setup.sh` sets up what `make demo` needs; `infra/setup.sh --full` (`make setup-full`, run by `make test`)
+# also the Debian packages of the tests and of the serving and cluster profiles, and every pinned jar.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+FULL=""
+[ "${1:-}" = "--full" ] && FULL=1
 
 VENV=${VENV:-.venv}
 PYTHON=${PYTHON:-python3.11}
-# chromium: the UI smoke test takes a headless screenshot of the Dagster asset graph. postgresql: the cluster
-# profile's catalog and Dagster instance (`tributary cluster up`, the cluster tests) and the serving database
-# (`tributary serve start`); iproute2's `ss`: the serving test checks what the server listens on. Maven (installed when `mvn` is
-# missing) fetches the pinned jars (infra/jars.py) once into the jar cache.
-APT_PACKAGES="chromium postgresql iproute2"
+# Full set-up only: chromium (the UI smoke test takes a headless screenshot of the Dagster asset graph),
+# postgresql (the cluster profile's catalog and Dagster instance, `tributary cluster up`, and the serving database,
+# `tributary serve start`), iproute2's `ss` (the serving test checks what the server listens on). Maven (installed
+# when `mvn` is missing, for every set-up) fetches the pinned jars (infra/jars.py) once into the jar cache.
+APT_PACKAGES=""
+[ -n "$FULL" ] && APT_PACKAGES="chromium postgresql iproute2"
 
 say() { printf '\033[1m[setup]\033[0m %s\n' "$*"; }
 die() { printf 'setup: error: %s\n' "$*" >&2; exit 1; }
@@ -47,7 +52,7 @@ if ! javac_17; then
   javac_17 || die "javac 17 is required but not found beside 'java' or on PATH; install openjdk-17-jdk-headless"
 fi
 
-# 2. Debian packages: Chromium, PostgreSQL, Maven
+# 2. Debian packages: Maven; for the full set-up Chromium, PostgreSQL and iproute2 too
 missing=""
 for p in $APT_PACKAGES; do dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"; done
 command -v mvn >/dev/null 2>&1 || missing="$missing maven"
@@ -70,6 +75,7 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   echo "$want" > "$stamp"
 fi
 
-# 4. Jars (the pinned Maven jars fetched and the SQL guard built once, cached in ~/.cache/tributary/jars), verified
-"$VENV/bin/tributary" setup >/dev/null
+# 4. Jars (the pinned Maven jars fetched and the SQL guard built once, cached in ~/.cache/tributary/jars), verified:
+# those the embedded default's sessions use, or with --full every pinned jar and the S3 test server
+"$VENV/bin/tributary" setup ${FULL:+--all} >/dev/null
 say "ready"

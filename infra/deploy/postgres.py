@@ -44,7 +44,9 @@ def binaries() -> Path:
     """The folder of the newest installed PostgreSQL server's programs."""
     found = sorted(Path("/usr/lib/postgresql").glob("*/bin/pg_ctl"), key=lambda p: int(p.parent.parent.name))
     if not found:
-        raise SetupError("PostgreSQL's server is not installed: run 'make setup' (or 'apt-get install postgresql')")
+        raise SetupError(
+            "PostgreSQL's server is not installed: run 'make setup-full' (or 'apt-get install postgresql')"
+        )
     return found[-1].parent
 
 

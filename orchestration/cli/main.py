@@ -23,16 +23,21 @@ Handler = Callable[[argparse.Namespace, Settings], int]
 
 
 def _setup(args: argparse.Namespace, settings: Settings) -> int:
-    from infra.jars import fetch_all, spark_jars
+    from infra.jars import fetch_all, fetch_jars, session_maven_jars, spark_jars
     from infra.java import require_java
 
     require_java()
-    from infra.s3_server import s3proxy_jars
-
-    fetched = fetch_all(settings.jar_cache)  # every pinned jar, also those this home's catalog does not use
+    # The jars this home's sessions use; with --all every pinned jar (other catalogs' drivers too) and the S3 test
+    # server, which `make demo-s3` and the S3 tests otherwise fetch when they first start it.
+    fetched = (
+        fetch_all(settings.jar_cache) if args.all else fetch_jars(session_maven_jars(settings), settings.jar_cache)
+    )
     for jar in dict.fromkeys([*spark_jars(settings).jars, *fetched]):
         print(f"ok  {jar}")
-    print(f"ok  {s3proxy_jars(settings.jar_cache)} (the S3 test server of the tests and 'make demo-s3')")
+    if args.all:
+        from infra.s3_server import s3proxy_jars
+
+        print(f"ok  {s3proxy_jars(settings.jar_cache)} (the S3 test server of the tests and 'make demo-s3')")
     try:
         archive = _class_archive(settings)
     except Exception as exc:  # an optimisation: set-up goes on without it, saying why
@@ -228,7 +233,8 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, Handler]]:
     sub = parser.add_subparsers(dest="command", required=True)
     handlers: dict[str, Handler] = {}
 
-    sub.add_parser("setup", help="check Java 17 and assemble the Spark jars")
+    setup = sub.add_parser("setup", help="check Java 17 and assemble the Spark jars")
+    setup.add_argument("--all", action="store_true", help="every pinned jar and the S3 test server (make setup-full)")
     handlers["setup"] = _setup
 
     gen = sub.add_parser("generate", help="land deterministic demo e-commerce events")

@@ -10,7 +10,16 @@ import pytest
 
 from infra import jars
 from infra.errors import SetupError
-from infra.jars import MAVEN_JARS, SQLITE_JDBC, maven_jar, spark_jars
+from infra.jars import (
+    MAVEN_JARS,
+    POSTGRES_JDBC,
+    SQLITE_JDBC,
+    fetch_all,
+    fetch_jars,
+    maven_jar,
+    session_maven_jars,
+    spark_jars,
+)
 from infra.settings import Settings
 
 
@@ -47,3 +56,22 @@ def test_a_cached_jar_needs_no_maven_and_a_broken_one_is_fetched_again(
         "it ('apt-get install maven') and run 'make setup'"
     )
     assert not cached.exists()
+
+
+def test_setup_fetches_the_sessions_jars_and_every_pinned_jar_only_when_asked(
+    base_settings: Settings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`make demo`'s set-up needs only what the embedded default's sessions load; `make setup-full` every jar."""
+    cache = tmp_path / "jars"
+    cache.mkdir()
+    for jar in MAVEN_JARS:
+        if jar is not POSTGRES_JDBC:
+            (cache / jar.file_name).hardlink_to(base_settings.jar_cache / jar.file_name)
+    monkeypatch.setattr(jars.shutil, "which", lambda _: None)  # any fetch would fail: Maven is "missing"
+    session = session_maven_jars(base_settings)
+    assert POSTGRES_JDBC not in session and SQLITE_JDBC in session
+    assert [p.name for p in fetch_jars(session, cache)] == [jar.file_name for jar in session]
+    with pytest.raises(SetupError, match=r"jar org\.postgresql:postgresql:[0-9.]+ is not in the jar cache .*Maven"):
+        fetch_all(cache)
+    postgres_home = dataclasses.replace(base_settings, catalog_uri="jdbc:postgresql://127.0.0.1:5432/catalog")
+    assert POSTGRES_JDBC in session_maven_jars(postgres_home) and SQLITE_JDBC not in session_maven_jars(postgres_home)
