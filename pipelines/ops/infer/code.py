@@ -10,7 +10,7 @@ from pyspark.sql.types import ArrayType, DataType, MapType, StructType
 from infra.identifiers import is_column_name
 from pipelines.io.landing_parse import CORRUPT_COLUMN
 from pipelines.ops.infer.schema import InferredSchema
-from pipelines.ops.infer.type_code import field_code
+from pipelines.ops.infer.type_code import ddl_type, field_code
 
 
 def suggest_name(name: str) -> str:
@@ -36,14 +36,19 @@ def _nested_renames(dt: DataType, prefix: str) -> list[str]:
 
 
 def schema_code(inferred: InferredSchema) -> str:
-    """The inferred schema as a dataset module to paste (its bronze table declared), with remarks as comments.
+    """The inferred schema as a dataset module to paste (its bronze table declared), with remarks as comments:
+    `tb.schema("column type, ...")` text when it can express every column, else pyspark types.
 
     Column names that are not identifiers get a `# rename:` suggestion (rename them in the transform: the
     reader needs the names as landed); corrupt records in the sample are counted in a comment.
     """
     used: set[str] = {"StructType", "StructField"}
+    # Written as `tb.schema` text, as the docs teach, when it can say every column (nullable, simple types, names
+    # that are identifiers); else as pyspark types.
+    ddl = [ddl_type(f.dataType) if f.nullable and is_column_name(f.name) else None for f in inferred.schema.fields]
+    as_text = all(ddl)
     lines = []
-    for f in inferred.schema.fields:
+    for i, f in enumerate(inferred.schema.fields):
         remarks = []
         if not is_column_name(f.name):
             remarks.append(f"rename: {suggest_name(f.name)}")
@@ -53,7 +58,11 @@ def schema_code(inferred: InferredSchema) -> str:
         if f.name in inferred.notes:
             remarks.append(inferred.notes[f.name])
         comment = f"  # {'; '.join(remarks)}" if remarks else ""
-        lines.append(f"    {field_code(f, used)},{comment}")
+        if as_text:
+            last = i == len(ddl) - 1
+            lines.append(f"    {json.dumps(f'{f.name} {ddl[i]}' + ('' if last else ', '))}{comment}")
+        else:
+            lines.append(f"    {field_code(f, used)},{comment}")
     sampled = len(inferred.files_sampled)
     if inferred.format == "parquet":
         what = f"schema merged from the footers of {sampled} of {inferred.files_total} files"
@@ -70,8 +79,11 @@ def schema_code(inferred: InferredSchema) -> str:
             f"# {inferred.corrupt_rows} of {inferred.rows_sampled} sampled {bad}; "
             f"Tributary keeps such records in {CORRUPT_COLUMN}"
         )
-    imports = ["import pipelines.authoring as tb", f"from pyspark.sql.types import {', '.join(sorted(used))}"]
+    imports = ["import pipelines.authoring as tb"]
+    if not as_text:
+        imports.append(f"from pyspark.sql.types import {', '.join(sorted(used))}")
     table = f"bronze.{suggest_name(inferred.dataset)}"
     files = f"tb.files({json.dumps(inferred.dataset)}, {json.dumps(inferred.format)}, SCHEMA)"
     landing = f"tb.landing({json.dumps(table)}, {files})"
-    return "\n".join([*head, *imports, "", "SCHEMA = StructType([", *lines, "])", landing])
+    opening, closing = ("SCHEMA = tb.schema(", ")") if as_text else ("SCHEMA = StructType([", "])")
+    return "\n".join([*head, *imports, "", opening, *lines, closing, landing])

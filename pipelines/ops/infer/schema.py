@@ -7,11 +7,13 @@ Choices, so the printed schema reads the files as Tributary's reader (`pipelines
 
 - JSON: inference runs with `inferTimestamp=true`; the reader parses with the same default `timestampFormat`,
   so what is inferred as a timestamp parses as one. Integers are `LongType` (Spark's JSON inference never
-  narrows to `IntegerType`; a spec may). Numbers with a fraction stay `DoubleType` (no `prefersDecimal`): it
-  sizes each decimal to the sample, so a later, larger amount would not fit, and it fails outright on exponent
-  notation such as `1.5e3`. Instead, a double column whose sampled values are all plain decimals with at most
-  4 places gets a comment suggesting `DecimalType` if it is money. A top-level column whose values are all
-  `yyyy-MM-dd` dates is `DateType` (Spark's JSON inference says `TimestampType`; its CSV inference `DateType`).
+  narrows to `IntegerType`; a spec may). Spark's `prefersDecimal` is not used: it sizes each decimal to the
+  sample, so a later, larger amount would not fit, and it fails outright on exponent notation such as `1.5e3`.
+  Instead, a column Spark infers as `DoubleType` whose sampled values are all plain decimals with at most 4
+  places is an exact `DecimalType` of at least 18 digits (amounts are not rounded), with a comment naming
+  `double` as the alternative; other numbers with a fraction stay `DoubleType`. The same holds for CSV. A
+  top-level column whose values are all `yyyy-MM-dd` dates is `DateType` (Spark's JSON inference says
+  `TimestampType`; its CSV inference `DateType`).
 - JSON field order: first seen (the key order of the first sampled records that hold them, nested objects too),
   not Spark's alphabetical order. The reader matches JSON fields by name, so the order only shapes the table,
   and the producer's order is the one a data engineer recognises.

@@ -43,3 +43,24 @@ def field_code(f: StructField, used: set[str]) -> str:
     used.add("StructField")
     nullable = "" if f.nullable else ", False"
     return f"StructField({json.dumps(f.name)}, {type_code(f.dataType, used)}{nullable})"
+
+
+# The names `tb.schema` (pipelines.authoring.ddl) reads, by type.
+_DDL_NAMES = {
+    "StringType": "string",
+    "IntegerType": "int",
+    "LongType": "bigint",
+    "ShortType": "smallint",
+    "DoubleType": "double",
+    "FloatType": "float",
+    "BooleanType": "boolean",
+    "TimestampType": "timestamp",
+    "DateType": "date",
+}
+
+
+def ddl_type(dt: DataType) -> str | None:
+    """`dt` as `tb.schema` text (`bigint`, `decimal(18,2)`), or None for a type it cannot express (nested ones)."""
+    if isinstance(dt, DecimalType):
+        return f"decimal({dt.precision},{dt.scale})"
+    return _DDL_NAMES.get(type(dt).__name__)

@@ -1,4 +1,4 @@
-"""What the sampled values say beyond Spark's inferred types: JSON key order, dates, money-like decimals, nulls.
+"""What the sampled values say beyond Spark's inferred types: JSON key order, dates, exact decimals, nulls.
 
 Also how a CSV line splits into cells and a header into column names, as Tributary's reader takes them.
 """
@@ -10,7 +10,16 @@ import json
 import re
 from typing import Any
 
-from pyspark.sql.types import ArrayType, DataType, DateType, DoubleType, StructField, StructType, TimestampType
+from pyspark.sql.types import (
+    ArrayType,
+    DataType,
+    DateType,
+    DecimalType,
+    DoubleType,
+    StructField,
+    StructType,
+    TimestampType,
+)
 
 from pipelines.ops.infer.type_code import type_code
 
@@ -22,7 +31,7 @@ _MAX_PRECISION = 38  # Spark's DecimalType limit
 
 
 class _JsonNumber(str):
-    """The text of a JSON number with a fraction or exponent, kept as written (for the decimal hint)."""
+    """The text of a JSON number with a fraction or exponent, kept as written (for the exact decimal)."""
 
 
 def parse_json_line(line: bytes) -> Any:
@@ -82,14 +91,18 @@ def refine_field(f: StructField, values: list[Any] | None, notes: dict[str, str]
     ):
         return StructField(f.name, DateType(), f.nullable, f.metadata)
     if isinstance(f.dataType, DoubleType) and present:
-        hint = _decimal_hint(present)
-        if hint:
-            notes[f.name] = hint
+        exact = _exact_decimal(present)
+        if exact is not None:
+            notes[f.name] = (
+                f"every sampled value has at most {exact.scale} decimal places: double if approximate will do"
+            )
+            return StructField(f.name, exact, f.nullable, f.metadata)
     return f
 
 
-def _decimal_hint(values: list[Any]) -> str | None:
-    """A `DecimalType` suggestion when every value is a plain decimal with at most 4 places (money-like)."""
+def _exact_decimal(values: list[Any]) -> DecimalType | None:
+    """The exact type of values that are all plain decimals with at most 4 places (amounts, prices, rates): at
+    least 18 digits, so later, larger values fit; None when any value is not one (an exponent, more places)."""
     scale = digits = 0
     for value in values:
         if isinstance(value, bool):
@@ -104,5 +117,4 @@ def _decimal_hint(values: list[Any]) -> str | None:
         scale = max(scale, len(match[2]))
     if not 1 <= scale <= _MONEY_MAX_SCALE or digits + scale > _MAX_PRECISION:
         return None
-    precision = max(18, digits + scale)
-    return f"exact decimals in the sample (at most {scale} places): DecimalType({precision}, {scale}) if money"
+    return DecimalType(max(18, digits + scale), scale)

@@ -89,7 +89,7 @@ def test_infer_json_lines_through_the_cli(
             StructField("order_id", StringType()),
             StructField("ordered_at", TimestampType()),
             StructField("quantity", LongType()),
-            StructField("amount", DoubleType()),
+            StructField("amount", DecimalType(18, 2)),  # every value has at most 2 places: exact
             StructField("User ID", StringType()),
             StructField("coupon", LongType()),  # only in the gzipped file
         ]
@@ -98,7 +98,7 @@ def test_infer_json_lines_through_the_cli(
     assert "from 2 of 2 files" in out  # the dot-file and _SUCCESS are not landed files
     assert 'StructField("User ID", StringType()),  # rename: user_id' in out
     amount = next(line for line in out.splitlines() if '"amount"' in line)
-    assert "DecimalType(18, 2) if money" in amount
+    assert "at most 2 decimal places: double if approximate will do" in amount
     assert out.rstrip().endswith('tb.landing("bronze.orders_feed", tb.files("orders_feed", "json", SCHEMA))')
 
 
@@ -119,7 +119,7 @@ def test_infer_csv_keeps_the_header_order(spark: SparkSession, fresh_settings: S
     expected = StructType(
         [
             StructField("sku", StringType()),
-            StructField("price", DoubleType()),
+            StructField("price", DecimalType(18, 2)),
             StructField("category", StringType()),
             StructField("Added At", TimestampType()),
             StructField("stock", IntegerType()),
@@ -140,6 +140,39 @@ def test_infer_csv_keeps_the_header_order(spark: SparkSession, fresh_settings: S
     assert spec.output.schema.names[: len(expected.names)] == expected.names
 
 
+def test_infer_prints_tb_schema_text_and_keeps_double_for_inexact_numbers(
+    spark: SparkSession, fresh_settings: Settings
+) -> None:
+    """Columns `tb.schema` can say print as its text, as the docs teach; a number with an exponent or more than 4
+    places stays double, while prices with at most 2 places are exact decimals wide enough for larger ones."""
+    folder = fresh_settings.landing / "trades"
+    folder.mkdir(parents=True)
+    lines = [  # as a producer wrote them (json.dumps would print 1.5e3 as 1500.0)
+        '{"trade_id": "t1", "price": 10.25, "rate": 0.123456, "size": 1.5e3, "qty": 3, "day": "2026-01-05"}',
+        '{"trade_id": "t2", "price": 7.1, "rate": 1.5, "size": 2.0, "qty": 4, "day": "2026-01-06"}',
+    ]
+    _write_lines(folder / "1.json", lines)
+
+    code = schema_code(infer_schema(spark, folder, None, 20, 100, scratch=fresh_settings.home))
+
+    assert "StructType" not in code and "pyspark" not in code
+    assert "SCHEMA = tb.schema(" in code
+    assert _schema_of(code) == StructType(
+        [
+            StructField("trade_id", StringType()),
+            StructField("price", DecimalType(18, 2)),
+            StructField("rate", DoubleType()),  # 6 places: not an amount
+            StructField("size", DoubleType()),  # exponent notation
+            StructField("qty", LongType()),
+            StructField("day", DateType()),
+        ]
+    )
+    price = next(line for line in code.splitlines() if '"price ' in line)
+    assert price.startswith('    "price decimal(18,2), "  # every sampled value has at most 2 decimal places'), price
+    package = write_package(fresh_settings.home / "packages", "pasted_trades", {"tables.py": code})
+    assert load_registry([package]).get("bronze.trades").source.landing_folder_name() == "trades"
+
+
 def test_infer_csv_merges_headers_in_first_seen_order(spark: SparkSession, fresh_settings: Settings) -> None:
     """Files with other headers: every column once, first-seen order, a comment on columns some files lack."""
     folder = fresh_settings.landing / "layouts"
@@ -153,7 +186,7 @@ def test_infer_csv_merges_headers_in_first_seen_order(spark: SparkSession, fresh
     assert inferred.schema["alpha"].dataType == IntegerType()
     assert inferred.schema["mid"].dataType == DateType()
     assert "1 of 2 sampled files lack it" in next(
-        line for line in schema_code(inferred).splitlines() if '"mid"' in line
+        line for line in schema_code(inferred).splitlines() if '"mid ' in line  # tb.schema text: "mid date"
     )
 
 
