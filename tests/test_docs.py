@@ -66,3 +66,11 @@ def test_a_pages_examples_load_and_plan(spark, tmp_path, page):
         result = check_datasets([package])
     assert not result.problems, "\n".join(result.problems)
     assert len(result.registry) > 0
+
+
+def test_the_run_log_section_names_every_column_of_ops_run_log():
+    from pipelines.run.run_log import SCHEMA
+
+    page = (REPO / "docs" / "analysts.md").read_text(encoding="utf-8")
+    section = page[page.index("### The run log: `ops.run_log`") :].split("```", 1)[0]
+    assert [name for name in SCHEMA.names if f"`{name}`" not in section] == []
