@@ -37,7 +37,7 @@ from pyspark.sql import functions as F
 from infra.paths import COMPRESSED_SUFFIXES, local_path
 from infra.spark_functions import landed_file_path
 from pipelines.io.landing import read_as_pattern
-from pipelines.io.landing_parse import CORRUPT_COLUMN, RESCUED_COLUMN, with_corrupt
+from pipelines.io.landing_parse import CORRUPT_COLUMN, RESCUED_COLUMN, STRICT_JSON, with_corrupt
 from pipelines.io.landing_values import NOT_ONE_OBJECT, exact_scales, json_line_shape, json_rescued, named_column
 from pipelines.spec.sources import FileSource
 
@@ -137,7 +137,7 @@ def split_files(
 def read_json_files(spark: SparkSession, source: FileSource, files: list[str]) -> DataFrame:
     """`files` (read alike, see `split_files`) through Spark's JSON reader, as `parse_json_lines` shapes rows (with
     `_source_file`)."""
-    options = {**dict(source.options), "mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT_COLUMN}
+    options = {**STRICT_JSON, **dict(source.options), "mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT_COLUMN}
     read = spark.read.schema(with_corrupt(source.schema)).options(**options).json(files)
     corrupt = F.col(CORRUPT_COLUMN)
     # A corrupt record whose line is not one whole object (`JsonFileProof.brokenObject`) has no values, as in the

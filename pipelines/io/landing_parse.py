@@ -52,6 +52,10 @@ from pipelines.spec.sources import FileSource
 
 CORRUPT_COLUMN = "_corrupt_record"
 RESCUED_COLUMN = "_rescued_data"
+# JSON is read strictly by default: Spark's parser accepts single-quoted names and strings, which are not JSON,
+# so a line `{'id': 'x'}` would land as a valid record. Such a line is corrupt (kept whole in `_corrupt_record`)
+# unless the source declares `options={"allowSingleQuotes": "true"}` (then read by the line parse).
+STRICT_JSON = {"allowSingleQuotes": "false"}
 REJECTED_COLUMN = "_file_rejected"
 # The columns the platform adds to every landed row, after the declared fields (a bronze table declares them).
 LANDED_LINEAGE = (
@@ -187,7 +191,7 @@ def parse_json_lines(df: DataFrame, source: FileSource, keep_blank: bool = False
     parsed only for the rare line that needs `_rescued_data`. A line that is not exactly one object, or that holds
     a lone UTF-16 surrogate escape (`lone_surrogate`), is corrupt: Spark's parser would drop the rest, or store `?`.
     """
-    options = {**dict(source.options), "columnNameOfCorruptRecord": CORRUPT_COLUMN}
+    options = {**STRICT_JSON, **dict(source.options), "columnNameOfCorruptRecord": CORRUPT_COLUMN}
     names = source.schema.names
     parsed = clean_lines(df, keep_blank=keep_blank).select(
         F.from_json("_line", with_corrupt(wide(source.schema)), options).alias("_typed"),

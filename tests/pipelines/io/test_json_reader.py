@@ -136,6 +136,7 @@ def test_messy_files_read_by_the_reader_equal_the_line_parse(spark: SparkSession
     assert len(corrupt) >= 5
     assert any('"qty":"x"' in (r[7] or "") for r in corrupt)
     assert len(expected) == 36
+    assert [r[:6] for r in corrupt if "'a10'" in r[6]] == [(None,) * 6]  # single quotes are not JSON
     broken = [r for r in corrupt if any(f'"a{i}"' in r[6] for i in range(17, 24))]
     assert len(broken) == 7 and all(r[:6] == (None,) * 6 and r[7] is None for r in broken)
 

@@ -251,6 +251,14 @@ def test_json_line_with_anything_after_its_object_is_one_corrupt_record(spark: S
     assert _rows(parse_json_lines(_lines(spark, [line]), JSON_SOURCE)) == [(None, None, None, line, None)]
 
 
+def test_json_single_quotes_are_corrupt_unless_the_source_allows_them(spark: SparkSession) -> None:
+    line = "{'id': 'a', 'qty': 1}"  # not JSON, though Spark's parser reads it by default
+    strict = _rows(parse_json_lines(_lines(spark, [line]), JSON_SOURCE))
+    assert [r[:4] for r in strict] == [(None, None, None, line)]
+    allowed = FileSource("things", "json", SCHEMA, options=(("allowSingleQuotes", "true"),))
+    assert _rows(parse_json_lines(_lines(spark, [line]), allowed)) == [("a", 1, None, None, None)]
+
+
 @pytest.mark.parametrize(
     ("line", "names", "shape"),
     [
