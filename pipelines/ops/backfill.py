@@ -73,7 +73,10 @@ def _backfill_days(spark: SparkSession, settings: Settings, spec: TableSpec, sta
         .recompute(spark, fmt, [{column: day} for day in days_of(start, end)])
         .filter(condition)
     )
-    report.snapshot_id = replace_range(fmt, spec.output, rows, days, "backfill")
-    report.rows_after = fmt.read(spark, spec.name).filter(condition).count()
+    # Days without rows before or after (a partition before the data starts) need no commit: an empty overwrite
+    # would add a snapshot that changes nothing, and the report says nothing was written (snapshot_id None).
+    if report.rows_before or not rows.isEmpty():
+        report.snapshot_id = replace_range(fmt, spec.output, rows, days, "backfill")
+        report.rows_after = fmt.read(spark, spec.name).filter(condition).count()
     report.seconds = round(time.perf_counter() - started, 3)
     return report

@@ -14,7 +14,7 @@ import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
-from datetime import date, datetime
+from datetime import date, datetime, timedelta
 from decimal import Decimal
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -200,6 +200,11 @@ def test_reprocess_backfill_and_full_refresh_replace_exactly_their_scope(spark, 
     assert {k: v for k, v in got.items() if k[0] != D3} == {k: v for k, v in expected.items() if k[0] != D3}
     assert all(v[2] == 0 for k, v in got.items() if k[0] == D3)  # outside the backfilled range: untouched
     backfill_days(spark, s, registry.get(GOLD), D3, D3)
+    # A day without data, upstream or in the table: nothing to replace, nothing committed.
+    before, empty_day = _snapshots(spark, s), D1 - timedelta(days=30)
+    nothing = backfill_days(spark, s, registry.get(GOLD), empty_day, empty_day)
+    assert (nothing.rows_before, nothing.rows_after, nothing.snapshot_id) == (0, 0, None)
+    assert _snapshots(spark, s) == before
 
     # The next incremental run neither re-adds nor skips anything, and commits nothing.
     snaps = _snapshots(spark, s)
