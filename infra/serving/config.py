@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 from dataclasses import dataclass, field
@@ -67,6 +68,19 @@ class ServeSettings:
         )
 
 
+# Where a home's server lives when the home is out of the server user's reach (a home under a private folder,
+# such as a `mktemp -d` folder or root's home, both mode 0700, when root starts it): PostgreSQL runs as `postgres`,
+# which must reach its data folder, and the user's folders are not loosened for it.
+OUTSIDE_ROOT = Path("/var/lib/tributary/serve")
+
+
+def outside_folder(home: Path) -> Path:
+    """The folder the home's server uses outside the home: one per home, named after its path."""
+    return OUTSIDE_ROOT / hashlib.sha256(str(home.resolve()).encode()).hexdigest()[:16]
+
+
 def serve_folder(home: Path) -> Path:
-    """The embedded server's folder under the home (its data in `postgres/`)."""
-    return home / "serve"
+    """The embedded server's folder (its data in `postgres/`, its endpoint and passwords beside): `<home>/serve`,
+    or `outside_folder(home)` once a server was started there (`server.start` decides)."""
+    outside = outside_folder(home)
+    return outside if outside.is_dir() else home / "serve"

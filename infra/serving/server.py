@@ -1,7 +1,7 @@
 """The home's serving PostgreSQL (`tributary serve start|stop|status`), its roles, and connections to it.
 
-The server is Debian's PostgreSQL (`infra.deploy.postgres`), data in `<home>/serve/postgres`, listening on
-127.0.0.1 only (no Unix socket). Three roles:
+The server is Debian's PostgreSQL (`infra.deploy.postgres`), data in `<home>/serve/postgres` (outside the home when
+the server's user cannot reach it, `config.outside_folder`), listening on 127.0.0.1 only (no Unix socket). Three roles:
 
 - `tributary`, the superuser made by initdb, used only here to set the others up (password in
   `serve/postgres.password`, readable by its owner only);
@@ -27,7 +27,7 @@ from urllib.parse import unquote, urlsplit
 
 from infra.deploy import postgres
 from infra.errors import ConfigError, SetupError, first_line
-from infra.serving.config import DATABASE, SYNC_ROLE, ServeSettings, serve_folder
+from infra.serving.config import DATABASE, SYNC_ROLE, ServeSettings, outside_folder, serve_folder
 
 if TYPE_CHECKING:
     from psycopg2.extensions import connection as Connection
@@ -52,15 +52,32 @@ class Endpoint:
         return f"postgresql://{self.analyst}{secret}@{self.host}:{self.port}/{self.database}"
 
 
-def _reachable_by_server_user(folder: Path) -> None:
+def _reachable_by_server_user(folder: Path) -> bool:
     if os.geteuid() != 0:
-        return
+        return True
     probe = subprocess.run(["runuser", "-u", postgres.SERVER_USER, "--", "test", "-x", str(folder)], check=False)
-    if probe.returncode != 0:
+    return probe.returncode == 0
+
+
+def _server_folder(home: Path) -> Path:
+    """Where the home's server keeps its data: where it already is, else in the home when the server's user can
+    reach it there, else outside the home (`config.outside_folder`), made for it."""
+    folder = serve_folder(home)
+    if (folder / "postgres" / "PG_VERSION").is_file():
+        return folder
+    folder.mkdir(parents=True, exist_ok=True)
+    folder.chmod(0o711)  # the server's user must reach its data folder inside; nothing here is listed to others
+    if _reachable_by_server_user(folder):
+        return folder
+    outside = outside_folder(home)
+    outside.parent.mkdir(mode=0o755, parents=True, exist_ok=True)
+    outside.mkdir(mode=0o711, exist_ok=True)
+    if not _reachable_by_server_user(outside):
         raise SetupError(
-            f"the serving server runs as the '{postgres.SERVER_USER}' user, which cannot reach {folder}: let it "
-            f"through every parent folder (chmod o+x) or use a home outside private folders (TRIBUTARY_HOME)"
+            f"the serving server runs as the '{postgres.SERVER_USER}' user, which cannot reach {folder} nor "
+            f"{outside}: let it through every parent folder of one of them (chmod o+x)"
         )
+    return outside
 
 
 def _admin(folder: Path, port: int, database: str = "postgres") -> Connection:
@@ -84,10 +101,7 @@ def start(home: Path, serve: ServeSettings) -> Endpoint:
             "TRIBUTARY_SQL_PASSWORD is not set: analysts log in with it. Set it, or set "
             "TRIBUTARY_SQL_ALLOW_NO_PASSWORD=1 to let anyone on this machine read the served tables without one"
         )
-    folder = serve_folder(home)
-    folder.mkdir(parents=True, exist_ok=True)
-    folder.chmod(0o711)  # the server's user must reach its data folder inside; nothing here is listed to others
-    _reachable_by_server_user(folder)
+    folder = _server_folder(home)
     port = serve.port
     if postgres.running(folder):
         port = endpoint(home).port if endpoint(home) else port

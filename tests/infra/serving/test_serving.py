@@ -25,7 +25,7 @@ import sqlalchemy
 from infra.jars import POSTGRES_JDBC, maven_jar
 from infra.ports import free_port
 from infra.serving import server
-from infra.serving.config import ServeSettings
+from infra.serving.config import ServeSettings, outside_folder
 from infra.serving.server import Endpoint
 from infra.serving.sync import ServeError, sync_table
 from infra.settings import Settings
@@ -68,11 +68,13 @@ class Served:
         return {**os.environ, "PGPASSWORD": self.serve.password or ""}
 
 
-def _home(spark, table_format_name: str) -> Settings:
-    # Not under pytest's private temporary folder: PostgreSQL's user must reach the serving folder inside.
+def _home(spark, table_format_name: str, private: bool = False) -> Settings:
+    """A home PostgreSQL's user can reach, or one in a private folder (mode 0700, as `mktemp -d` makes it and as
+    root's home is), whose server then keeps its data outside the home."""
     root = Path(tempfile.mkdtemp(prefix="tributary-serve-"))
-    root.chmod(0o711)
-    settings = replace(make_settings(root), table_format=table_format_name)
+    if not private:
+        root.chmod(0o711)
+    settings = replace(make_settings(root / "project" if private else root), table_format=table_format_name)
     assert get_spark(settings) is spark
     return settings
 
@@ -88,7 +90,7 @@ def homes(spark) -> Iterator[dict[str, Served]]:
     out = {}
     try:
         for name in ("iceberg", "delta"):
-            settings = _home(spark, name)
+            settings = _home(spark, name, private=name == "delta")
             generate(settings.landing, rows=1500, files=2, seed=11)
             run_pipeline(spark, settings, default_registry(), CHAIN)
             out[name] = _serve(settings)
@@ -97,8 +99,10 @@ def homes(spark) -> Iterator[dict[str, Served]]:
         yield out
     finally:
         for served in out.values():
-            server.stop(served.settings.home)
-            shutil.rmtree(served.settings.home, ignore_errors=True)
+            home = served.settings.home
+            server.stop(home)
+            shutil.rmtree(outside_folder(home), ignore_errors=True)
+            shutil.rmtree(home.parent if home.name == "project" else home, ignore_errors=True)
 
 
 def _local(settings: Settings, sql: str) -> list[tuple]:
@@ -335,6 +339,18 @@ def test_analysts_can_read_and_nothing_else(homes):
         assert cur.fetchone() == before
         cur.execute("SELECT rolsuper, rolcreaterole, rolcreatedb FROM pg_roles WHERE rolname = current_user")
         assert cur.fetchone() == (False, False, False)
+
+
+def test_a_home_in_a_private_folder_is_served_without_loosening_the_folder(homes):
+    private = homes["delta"].settings.home
+    assert (private.parent.stat().st_mode & 0o777) == 0o700  # as the user made it
+    if os.geteuid() == 0:  # the server runs as `postgres`, which cannot enter the folder: its data is outside
+        assert server.serve_folder(private) == outside_folder(private)
+        assert (outside_folder(private) / "postgres" / "PG_VERSION").is_file()
+    assert server.running(private)
+    with homes["delta"].analyst() as db, db.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM gold.daily_revenue")
+        assert cursor.fetchone()[0] > 0
 
 
 def test_passwords_databases_and_addresses(homes):
