@@ -214,7 +214,7 @@ def _demo(args: argparse.Namespace, settings: Settings) -> int:
     print("\nNext:")
     print("  make ui                                   # Dagster UI (dagster dev) on http://127.0.0.1:3000")
     print("  .venv/bin/tributary sql 'SELECT * FROM gold.daily_revenue ORDER BY revenue DESC LIMIT 10'")
-    print("  TRIBUTARY_SQL_PASSWORD=... .venv/bin/tributary serve start   # gold in PostgreSQL (docs/analysts.md)")
+    print("  TRIBUTARY_SQL_PASSWORD=... .venv/bin/tributary serve start   # gold in PostgreSQL (make setup-full)")
     return 0
 
 
