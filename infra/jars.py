@@ -38,9 +38,9 @@ from infra.settings import Settings
 
 ICEBERG = MavenJar(
     "org.apache.iceberg",
-    "iceberg-spark-runtime-3.5_2.12",
-    "1.12.0",  # 1.11 and later: the Iceberg stream implements availableNow
-    "8dd8c90e54ed1a20f2461309d047a255ee56382eb7c0a46162b27a4936fd86dc",
+    "iceberg-spark-runtime-4.1_2.13",
+    "1.12.0",  # 1.11 and later: the Iceberg stream implements availableNow; the runtime for Spark 4.1 and Scala 2.13
+    "3123c3798af642dd537230923548e013ef41cc28b6626e5225808cf5670a0f82",
     "org/apache/iceberg/spark/extensions/IcebergSparkSessionExtensions.class",
 )
 SQLITE_JDBC = MavenJar(
@@ -59,68 +59,121 @@ POSTGRES_JDBC = MavenJar(
 )
 DELTA_SPARK = MavenJar(
     "io.delta",
-    "delta-spark_2.12",
-    "3.3.2",  # the Delta line built for Spark 3.5
-    "4e92085d5d794cf949c50bb665b91384857cad58680c2d0bfc9c7ad353e98e85",
+    "delta-spark_4.1_2.13",
+    "4.4.0",  # the Delta line built for Spark 4.1 (4.4.1 is not served by Maven here)
+    "75a9400986853c061f5109f012547de2545a5759e5e752e5ef633dabe16a4f10",
     "io/delta/sql/DeltaSparkSessionExtension.class",
 )
 DELTA_STORAGE = MavenJar(
     "io.delta",
     "delta-storage",
-    "3.3.2",
-    "c096975a2ca97ccc9b4005aa5cce16c9ac3903139d340da6665b66ace67d7c36",
+    "4.4.0",
+    "c46735481fa8e326b0957be02b4420cbcab4b325bb08009b7f2045a95133f1cc",
     "io/delta/storage/LogStore.class",
 )
-# delta-spark's other dependencies (Scala 2.12.18, ANTLR 4.9.3) are the ones pyspark 3.5 ships.
+# delta-spark's other dependencies (Scala 2.13, ANTLR, Parquet, Jackson) are the ones pyspark 4.1 ships; its Delta
+# Kernel and Unity Catalog client dependencies serve catalog-managed tables, which Tributary does not create.
 DELTA_JARS = (DELTA_SPARK, DELTA_STORAGE)
-# Spark's Kafka connector and what it needs beyond pyspark's own jars (compression codecs and the rest come with
-# pyspark). 3.5.7 is the newest 3.5 release Maven serves here; the 3.5 line keeps its connector binary-compatible.
+# Spark's Kafka connector and what it needs beyond pyspark's own jars (compression codecs, Scala's parallel
+# collections and the rest come with pyspark). 4.1.1 is the newest 4.1 release of the connector and its token
+# provider that Maven serves here; a Spark line keeps its connector binary-compatible across patches.
 KAFKA_JARS = (
     MavenJar(
         "org.apache.spark",
-        "spark-sql-kafka-0-10_2.12",
-        "3.5.7",
-        "184f8bd4a3cd22299c49090d88b894f81fd7546b4ee64879519a0d76a685dbb8",
+        "spark-sql-kafka-0-10_2.13",
+        "4.1.1",
+        "9c1ce986f548e6b1dcb0e2dfe2f253a0bc58f2232a32a0c9c6c674dd25a8570c",
         "org/apache/spark/sql/kafka010/KafkaSourceProvider.class",
     ),
     MavenJar(
         "org.apache.spark",
-        "spark-token-provider-kafka-0-10_2.12",
-        "3.5.7",
-        "9701914db5c6d09628b58d2d2c1ccd2c9ea28f32f83dd6cb21f98b8237531ff4",
+        "spark-token-provider-kafka-0-10_2.13",
+        "4.1.1",
+        "e510adc37b03d01d0a190d0dab472b5538e05eaa77454f7e9477156d7a6820ae",
         "org/apache/spark/kafka010/KafkaConfigUpdater.class",
     ),
     MavenJar(
         "org.apache.kafka",
         "kafka-clients",
-        "3.4.1",  # the client the connector is built with
-        "9d0a9058c8ede79db6e54ae378ed16fe8d1bead2894635a4aa6aa0b7981668c6",
+        "3.9.1",  # the client the connector is built with
+        "7568b998572d256f0b7bc0afdc1b7a2588b8b08415c62ce314c864a6851ae9d9",
         "org/apache/kafka/clients/consumer/KafkaConsumer.class",
     ),
     MavenJar(
         "org.apache.commons",
         "commons-pool2",
-        "2.11.1",
-        "ea0505ee7515e58b1ac0e686e4d1a5d9f7d808e251a61bc371aa0595b9963f83",
+        "2.12.1",
+        "5273c8bc8c0dca2211175c0d27efbd7228efae99689aac001a8e1ef8e872e9ef",
         "org/apache/commons/pool2/impl/GenericKeyedObjectPool.class",
     ),
 )
+# The AWS SDK v2 modules hadoop-aws 3.4 uses, one jar each at the release hadoop-aws 3.4.2 is built against, instead
+# of the SDK's 640 MB `bundle`; the libraries they share with Spark (Netty, Apache HttpClient, commons-codec,
+# commons-logging, SLF4J) are pyspark's own.
+_AWS_SDK = "2.29.52"
+_AWS_MODULES = (  # (artifact, SHA-256); the checksum pins each file, so its manifest is the marker checked
+    ("annotations", "8cd8bd8afd7eca5a367f69fd87427f6d9f3e7d359962122da24d71f1963f00cd"),
+    ("apache-client", "c96494be30ecac6f0ab7a35fdd91a4c77ca8a5daf62f3d9d84644ef0f0524dc6"),
+    ("arns", "f5a4d1d9b4e4fc63c9bda49bcf1c59d23fd876b276c6b43aaca12969337303a6"),
+    ("auth", "4d8143b6198dc7a530c2ccdd813129c132b96736086c0d4fea85480b9bdbc5fe"),
+    ("aws-core", "eb560c064fbaac7e2e7f4a77ac343d3083bea0d7f6e2c69ba022d3f3e859be90"),
+    ("aws-query-protocol", "1b117672963ee5059c45f2aadb110f191b578d108d8f08d7c7a59e6c0b098a8e"),
+    ("aws-xml-protocol", "daf87b429373ad586d165003b5b1d4fe498c6472eb65ec9a9e2aa7d56f3917dd"),
+    ("checksums", "bca99ff25c9b917d6be03e5dce78ad5328e7dca485e96024fa8476e4192a800a"),
+    ("checksums-spi", "21193b9b648843dcaff493f0dd80abab9ee6871b203b9218120554698d8f7b8a"),
+    ("crt-core", "4e1f33de21b688695fec91b977ddfa99e9d376edcbad06a62b0c138c60b37de4"),
+    ("endpoints-spi", "e54f246c668d70b55cffe0c8fad18d4465e74e22db75139918bd30610093d1e6"),
+    ("http-auth", "d8aa3bd376aaec7196396e65fe8755f1fdd169e51357f8128ecdc7d23a687450"),
+    ("http-auth-aws", "7ae124e81ac0c2860bb61fdde34a388dbe823fef8509dd46a6bec805ada90308"),
+    ("http-auth-aws-eventstream", "565a4aacce955c5ffaed551f6faaaa958e9e92b2f8514c8482f664edb2bab576"),
+    ("http-auth-spi", "7a2168c5a7baa856d7ae9f9c4f7522d2db9f1361108c38f5b6ece66f249e6a2d"),
+    ("http-client-spi", "8ea61ce3b527779fbfe119e0775c4b7cfdf274a979b1e50596a634685a5b6542"),
+    ("identity-spi", "85104635abf9e5c044aaf7f8951b63efc2ef82051b5ee303571ee2e1fd8b46d0"),
+    ("json-utils", "2652cdb3668311bcff6e643c8612b9fea266423ae1ce33743c84dd7f77904311"),
+    ("metrics-spi", "1db2e3da338148ee40a716e1733c9a5b99e9e6daa4db3aa8bd7e718adafa2510"),
+    ("netty-nio-client", "07238668c9cf54531ee269fd6e2a1e2650fb75d6774d401f406c2a14f26af654"),
+    ("profiles", "fef84619d101838ba45f48d0caddb09a85d9ed8bf869095bd7d2064796856cf7"),
+    ("protocol-core", "7b32e41a3743b422d2edec1670f60b4c1e512fcd5ab7a53fef20742d6b9104d1"),
+    ("regions", "5ee0e26277c679ffa70d83923b0d5f77a53066ecde8610f28be1856947d60eaf"),
+    ("retries", "ca3752ba31399721980c6398992921ff5aa164e084b4c14484333df58c76a353"),
+    ("retries-spi", "a4218ea742fc9e07a620629d7a258bfd92b8ea3ef75f1b99193d0898ca3efe99"),
+    ("s3", "abaedea7e68063e9c4ab090f80d14b9884c57b50953bfe6e5acaa23025609efa"),
+    ("s3-transfer-manager", "0c9e654637247187a7e2494eb7a8799477a772a7d554cd3ae787cd3e3bae3c55"),
+    ("sdk-core", "ea8e9856569f85075a8a806d0481c4bd848c98b24fd6d706fc0b5883fc4604dc"),
+    ("third-party-jackson-core", "eaece3eb60beb8ec09d8a4f48d5bff4110010b03cc23688bdcf2af2eb075cac6"),
+    ("utils", "f150a38f2fec14ced2de6459bfe804f647c88baa573b218646ef89b436a29d42"),
+)
 # Hadoop's s3a file system for warehouses on object storage (infra/object_store.py): the release matching
-# pyspark's Hadoop client (3.3.4), and the AWS SDK it was built against.
+# pyspark's Hadoop client (3.4.2), the AWS SDK modules it needs and its analytics input stream.
 S3_JARS = (
     MavenJar(
         "org.apache.hadoop",
         "hadoop-aws",
-        "3.3.4",
-        "53f9ae03c681a30a50aa17524bd9790ab596b28481858e54efd989a826ed3a4a",
+        "3.4.2",
+        "d2d24e6b715b5656b9d238bf13b6682a07e2004dd36aad74a73aeb854319f4d9",
         "org/apache/hadoop/fs/s3a/S3AFileSystem.class",
     ),
     MavenJar(
-        "com.amazonaws",
-        "aws-java-sdk-bundle",
-        "1.12.262",
-        "873fe7cf495126619997bec21c44de5d992544aea7e632fdc77adb1a0915bae5",
-        "com/amazonaws/services/s3/AmazonS3.class",
+        "software.amazon.s3.analyticsaccelerator",
+        "analyticsaccelerator-s3",
+        "1.2.1",
+        "11029552e37408e41e689b20150f4b372e0b4f232de321ccafd0fcf443cdfb5a",
+        "software/amazon/s3/analyticsaccelerator/S3SeekableInputStream.class",
+    ),
+    *(MavenJar("software.amazon.awssdk", name, _AWS_SDK, sha, "META-INF/MANIFEST.MF") for name, sha in _AWS_MODULES),
+    MavenJar(
+        "software.amazon.eventstream",
+        "eventstream",
+        "1.0.1",
+        "0c37d8e696117f02c302191b8110b0d0eb20fa412fce34c3a269ec73c16ce822",
+        "software/amazon/eventstream/Utils.class",
+    ),
+    MavenJar(
+        "org.reactivestreams",
+        "reactive-streams",
+        "1.0.4",
+        "f75ca597789b3dac58f61857b9ac2e1034a68fa672db35055a8fb4509e325f28",
+        "org/reactivestreams/Processor.class",
     ),
 )
 MAVEN_JARS = (ICEBERG, *DELTA_JARS, *KAFKA_JARS, *S3_JARS, SQLITE_JDBC, POSTGRES_JDBC)
@@ -181,7 +234,11 @@ def build_sql_guard(cache: Path) -> Path:
     sources = sorted(SQL_GUARD_SOURCES.rglob("*.java"))
     if not sources:
         raise SetupError(f"the SQL guard sources are missing from {SQL_GUARD_SOURCES}: restore infra/jvm")
-    digest = hashlib.sha256()
+    import pyspark
+
+    # Compiled against Scala and Spark classes: a jar built for another pyspark or Delta release fails at run time
+    # (NoSuchMethodError in a Scala collection), so both releases are part of its name.
+    digest = hashlib.sha256(f"{pyspark.__version__}\0{DELTA_SPARK.coordinates}\0".encode())
     for src in sources:
         digest.update(src.relative_to(SQL_GUARD_SOURCES).as_posix().encode() + b"\0" + src.read_bytes())
     target = cache / f"tributary-sql-guard-{digest.hexdigest()[:16]}.jar"
@@ -224,7 +281,7 @@ def spark_jars(settings: Settings) -> SparkJars:
     jars = [maven_jar(jar, cache) for jar in session_maven_jars(settings) if jar not in S3_JARS]
     jars.append(build_sql_guard(cache))
     # s3a is on the driver's class path in every session, so catalogs in buckets can be added to a running one;
-    # there it costs no start-up copy (a local executor copies each `spark.jars` file, and the SDK is 280 MB).
+    # there it costs no start-up copy (a local executor copies each `spark.jars` file).
     # Executors elsewhere get it as `spark.jars` when the warehouse is in a bucket.
     s3 = tuple(maven_jar(jar, cache) for jar in S3_JARS)
     if settings.warehouse_url is not None and not settings.local_master:

@@ -22,6 +22,7 @@ from infra.errors import ConfigError
 from infra.executors import executor_problem
 from infra.jars import DELTA_EXTENSION, ICEBERG_EXTENSION, spark_jars
 from infra.java import require_java
+from infra.jvm_stderr import without_start_notice
 from infra.settings import Settings
 from infra.spark_errors import start_failure
 from infra.spark_functions import register_functions
@@ -93,7 +94,7 @@ def _listen_conf(settings: Settings) -> dict[str, str]:
 
 @contextmanager
 def _launch_env(settings: Settings) -> Iterator[None]:
-    """Set SPARK_LOCAL_IP while the JVM starts: Spark 3.5's UI binds to it (no config key), else to 0.0.0.0."""
+    """Set SPARK_LOCAL_IP while the JVM starts: Spark's UI binds to it (no config key), else to 0.0.0.0."""
     address = settings.listen_address
     if address is None or _is_wildcard(address):
         yield
@@ -153,6 +154,10 @@ def spark_conf(settings: Settings) -> dict[str, str]:
         "spark.sql.parquet.int96RebaseModeInWrite": "CORRECTED",
         "spark.sql.parquet.int96RebaseModeInRead": "CORRECTED",
         "spark.sql.parquet.compression.codec": "zstd",
+        # A JSON object or array landing under a string column is kept as Spark writes it back (numbers and
+        # escapes normalized) on both read paths: Spark 4's file reader would keep the landed text instead, but
+        # `from_json` (the line parse) ignores this setting, and the two paths must give the same rows.
+        "spark.sql.json.enableExactStringParsing": "false",
         # delta-spark's session extension turns these on in every session it builds; said here, they are the
         # platform's own settings, which the read-only SQL server requires every client session to keep.
         "spark.sql.parquet.fieldId.read.enabled": "true",
@@ -208,7 +213,7 @@ def get_spark(settings: Settings) -> SparkSession:
         session = None
         _start_background_tasks()
         try:
-            with _launch_env(settings):
+            with _launch_env(settings), without_start_notice():
                 session = builder.getOrCreate()
             # Builds the session state now, so Spark checks every spark.sql.* value at start-up, not mid-run.
             session.conf.get("spark.sql.session.timeZone")

@@ -3,7 +3,8 @@ and the types the formats share. `pipelines.io.formats.table_format` picks the a
 
 from __future__ import annotations
 
-import uuid
+import functools
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
@@ -228,14 +229,22 @@ class Merge:
         return " AND ".join([*([f"({self.match_when})"] if self.match_when else []), *keys])
 
     def run(self, df: DataFrame, target: str) -> None:
-        """`MERGE INTO target` (a name Spark SQL resolves) from `df`, through a temp view in the session that owns
-        `df`."""
-        view = f"_tributary_merge_{uuid.uuid4().hex}"
-        df.createOrReplaceTempView(view)
-        try:
-            df.sparkSession.sql(self.spark_sql(target, view))
-        finally:
-            df.sparkSession.catalog.dropTempView(view)
+        """`MERGE INTO target` (a name Spark SQL resolves) from `df`, by Spark's DataFrame merge.
+
+        Not a SQL MERGE over a temp view of `df`: Spark 4.1 keeps a temp view's tables as references that its
+        MERGE planning leaves unresolved when the source reads the target ("No plan for TableReference",
+        SPARK-57539, fixed in Spark 4.2 by SPARK-54873). The target's columns are qualified by its name."""
+        cond = functools.partial(_target_qualified, target)
+        writer = df.alias("s").mergeInto(target, F.expr(cond(self.on)))
+        if self.delete_when:
+            writer = writer.whenMatched(F.expr(cond(self.delete_when))).delete()
+        if self.update:
+            matched = writer.whenMatched(F.expr(cond(self.update_when)) if self.update_when else None)
+            sets = {c: F.col(f"s.{c}") for c in self.columns}
+            writer = matched.update(sets) if sets else matched.updateAll()
+        inserting = writer.whenNotMatched(F.expr(cond(self.insert_when)) if self.insert_when else None)
+        values = {c: F.col(f"s.{c}") for c in self.columns}
+        (inserting.insert(values) if values else inserting.insertAll()).merge()
 
     def inserted(self, df: DataFrame) -> DataFrame:
         """The rows this MERGE inserts into a table that holds none: every source row its insert clause takes, as
@@ -244,21 +253,6 @@ class Merge:
         if self.insert_when:
             rows = rows.filter(F.expr(self.insert_when))
         return rows.select(*self.columns) if self.columns else rows.select(*df.columns)
-
-    def spark_sql(self, target: str, view: str) -> str:
-        """The Spark SQL statement merging the temp view `view` into the catalog-qualified `target`."""
-        parts = [f"MERGE INTO {target} t USING {view} s ON {self.on}"]
-        if self.delete_when:
-            parts.append(f"WHEN MATCHED AND ({self.delete_when}) THEN DELETE")
-        if self.update:
-            sets = ", ".join(f"t.{c} = s.{c}" for c in self.columns) if self.columns else "*"
-            parts.append(f"WHEN MATCHED{_and(self.update_when)} THEN UPDATE SET {sets}")
-        if self.columns:
-            inserted = f"({', '.join(self.columns)}) VALUES ({', '.join(f's.{c}' for c in self.columns)})"
-        else:
-            inserted = "*"
-        parts.append(f"WHEN NOT MATCHED{_and(self.insert_when)} THEN INSERT {inserted}")
-        return " ".join(parts)
 
 
 @dataclass(frozen=True)
@@ -290,8 +284,9 @@ class DayRange:
         )
 
 
-def _and(condition: str | None) -> str:
-    return f" AND ({condition})" if condition else ""
+def _target_qualified(target: str, condition: str) -> str:
+    """`condition` with the target's `t.` columns qualified by the target's name (`s.` is the source's alias)."""
+    return re.sub(r"(?<![\w`.])t\.", lambda _: f"{target}.", condition)
 
 
 def check_schema(name: str, existing: StructType, declared: StructType, allow_added: bool = False) -> None:

@@ -36,8 +36,11 @@ from pipelines.spec.sources import FileSource, KafkaSource
 # Failures raised on an executor start with these words, so the runner can turn them into one line.
 UNKNOWN_FIELDS = "TributaryKafkaUnknownFields"
 # How Spark's Kafka reader reports an offset it could not fetch (failOnDataLoss, or a poll that timed out).
+# How Spark's Kafka reader says an offset it was asked for is gone (3.5: "Cannot fetch offset ...", 4.1: "Could
+# not read records in offset [5, 8) for topic partition t-0").
 UNREAD_OFFSET = re.compile(
     r"Cannot fetch (?:record for )?offset (?P<offset>\d+)(?:[^)]*?TopicPartition: (?P<topic>\S+)-(?P<partition>\d+)\))?"
+    r"|Could not read records in offset \[(?P<first>\d+), \d+\) for topic partition (?P<tp>\S+)-(?P<tpn>\d+)"
 )
 
 

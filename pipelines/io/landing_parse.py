@@ -154,9 +154,8 @@ def _header_problem(names: tuple[str, ...], declared: list[str]) -> str | None:
 
 def utf8_text(text: Column) -> Column:
     """`text` (a string column of landed bytes) with each invalid UTF-8 sequence replaced by U+FFFD: equal to
-    `text` exactly when the bytes were UTF-8. Decoded once from the raw bytes (encoding the string first would
-    decode and encode every line once more)."""
-    return F.decode(text.cast("binary"), "UTF-8")
+    `text` exactly when the bytes were UTF-8. (Spark 4's `decode` raises on invalid bytes instead of replacing.)"""
+    return F.make_valid_utf8(text)
 
 
 def clean_lines(df: DataFrame, *extra: Column, keep_blank: bool = False) -> DataFrame:

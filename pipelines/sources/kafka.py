@@ -206,14 +206,17 @@ def _read_failure(table: str, batch_id: int, exc: Exception) -> PipelineError:
     """One line for a batch that failed on the executors (or in the commit): nothing of it was written."""
     text = str(exc)
     if UNKNOWN_FIELDS in text:
-        detail = text.split(f"{UNKNOWN_FIELDS}: ", 1)[1].splitlines()[0].strip()
+        # Spark 4 ends a raised error's message with its SQLSTATE (P0001)
+        detail = text.split(f"{UNKNOWN_FIELDS}: ", 1)[1].splitlines()[0].split(" SQLSTATE: ")[0].strip()
         detail += " the schema does not declare (schema_evolution='fail'); declare them, or use 'rescue'"
         return PipelineError(f"table {table}: {detail} (nothing of batch {batch_id} was written)")
     unread = UNREAD_OFFSET.search(text)
     if unread is not None:
-        where = f"topic {unread['topic']} partition {unread['partition']}: " if unread["topic"] else ""
+        topic, partition = unread["topic"] or unread["tp"], unread["partition"] or unread["tpn"]
+        where = f"topic {topic} partition {partition}: " if topic else ""
+        offset = unread["offset"] or unread["first"]
         return PipelineError(
-            f"table {table}: {where}offset {unread['offset']} could not be read (gone from the brokers since the "
+            f"table {table}: {where}offset {offset} could not be read (gone from the brokers since the "
             f"run was planned, or not answered in time); run again to plan anew (nothing of batch {batch_id} was "
             "written)"
         )

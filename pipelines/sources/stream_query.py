@@ -10,11 +10,13 @@ availableNow plan walks from there and fails once maintenance has expired the st
 from __future__ import annotations
 
 import functools
+import json
 from collections.abc import Callable
 from typing import Any
 
 from pyspark.errors import StreamingQueryException
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.streaming import StreamingQuery
 
 from infra.errors import PipelineError, TributaryError, first_line
 from infra.settings import Settings
@@ -144,7 +146,7 @@ class StreamedKind(SourceKind):
         try:
             with run.clock.stage("stream"):
                 while not query.awaitTermination(1):  # a progress report about once a second
-                    done = query.recentProgress
+                    done = _progress(query)
                     progress.progressed(spec.name, len(done), self.rows_so_far(run, done))
         except StreamingQueryException as exc:
             if _LANDED_DURING_START in str(exc):
@@ -156,7 +158,13 @@ class StreamedKind(SourceKind):
         finally:
             if query.isActive:
                 query.stop()
-        return list(query.recentProgress)
+        return _progress(query)
+
+
+def _progress(query: StreamingQuery) -> list[dict[str, Any]]:
+    """The query's progress reports as plain JSON objects (Spark 4's report objects hold its observed metrics as
+    Rows, which have no `get`)."""
+    return [json.loads(p.json) for p in query.recentProgress]
 
 
 def _cause(exc: StreamingQueryException) -> str:

@@ -207,6 +207,13 @@ def test_refused_and_unknown_tables_through_the_command(lake: Lake, capsys, monk
         "SET spark.sql.shuffle.partitions = 1",
         "CACHE TABLE gold.daily_revenue",
         "EXPLAIN INSERT INTO gold.daily_revenue SELECT * FROM gold.daily_revenue",
+        # Spark 4's SQL: run-time SQL text, session variables and SQL scripts
+        "EXECUTE IMMEDIATE 'DELETE FROM gold.daily_revenue'",
+        "EXECUTE IMMEDIATE 'SELECT 1'",
+        "DECLARE VARIABLE v INT DEFAULT 1",
+        "SET VARIABLE v = 2",
+        "BEGIN DELETE FROM gold.daily_revenue; END",
+        "BEGIN SELECT 1; END",
     ],
 )
 def test_spark_engine_refuses_everything_but_queries(spark, statement: str):
@@ -220,6 +227,7 @@ def test_spark_guard_lets_queries_through(spark):
         "WITH a AS (SELECT 1 AS x) SELECT * FROM a",
         "VALUES (1)",
         "SELECT * FROM gold.daily_revenue FOR VERSION AS OF 1",
+        "FROM gold.daily_revenue |> WHERE orders > 0 |> SELECT category",  # Spark 4's pipe syntax reads only
     ):
         check_spark_read_only(spark, sql)
 

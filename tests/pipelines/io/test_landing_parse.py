@@ -125,7 +125,8 @@ def test_clean_lines_flags_invalid_utf8_and_replaces_the_bad_byte(spark: SparkSe
     [
         (b"Jos\xe9 \xff\xfe!", "Jos\ufffd \ufffd\ufffd!", False),  # every invalid byte replaced, the rest kept
         (b"\xc3", "\ufffd", False),  # a sequence cut short at the end
-        (b"\xed\xa0\x80", "\ufffd", False),  # an encoded surrogate is not UTF-8: one replacement
+        # an encoded surrogate is not UTF-8: one replacement per maximal invalid subpart, as Unicode recommends
+        (b"\xed\xa0\x80", "\ufffd\ufffd\ufffd", False),
         ("é€😀".encode(), "é€😀", True),
         (b"", "", True),
     ],

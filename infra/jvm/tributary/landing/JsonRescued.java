@@ -89,7 +89,8 @@ public class JsonRescued implements UDF4<String, String, String, Seq<String>, St
               DataTypes.createMapType(DataTypes.StringType, DataTypes.StringType),
               JsonFileProof.noOptions(),
               new BoundReference(0, DataTypes.StringType, true),
-              Option.apply("UTC"));
+              Option.apply("UTC"),
+              JsonToStructs.$lessinit$greater$default$5());
     }
     InternalRow row = new GenericInternalRow(new Object[] {UTF8String.fromString(line)});
     MapData map = (MapData) texts.eval(row);

@@ -117,7 +117,7 @@ public final class DeltaFolderCatalog implements TableCatalog, SupportsNamespace
   @Override
   public Table loadTable(Identifier ident, String version) throws NoSuchTableException {
     Option<Object> at = Option.apply(Long.parseLong(version));
-    return load(ident, Option.apply(new DeltaTimeTravelSpec(Option.empty(), at, Option.apply("tributary"))));
+    return load(ident, Option.apply(new DeltaTimeTravelSpec(Option.empty(), at, Option.apply("tributary"), false)));
   }
 
   private Table load(Identifier ident, Option<DeltaTimeTravelSpec> travel) throws NoSuchTableException {

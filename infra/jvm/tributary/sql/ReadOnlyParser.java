@@ -9,7 +9,8 @@ import org.apache.spark.sql.catalyst.parser.ParserInterface;
 import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan;
 import org.apache.spark.sql.types.DataType;
 import org.apache.spark.sql.types.StructType;
-import scala.collection.Seq;
+import org.apache.spark.sql.catalyst.parser.ParameterContext;
+import scala.collection.immutable.Seq;
 
 /** Spark's parser, refusing every statement that is not a read-only query before anything runs. */
 public final class ReadOnlyParser implements ParserInterface {
@@ -42,6 +43,13 @@ public final class ReadOnlyParser implements ParserInterface {
     return checked(delegate.parsePlan(sqlText));
   }
 
+  // Parameterized statements (`spark.sql(text, args)`, `EXECUTE IMMEDIATE`) are parsed here since Spark 4.1.
+  @Override
+  public LogicalPlan parsePlanWithParameters(String sqlText, ParameterContext parameters) throws ParseException {
+    checkSession();
+    return checked(delegate.parsePlanWithParameters(sqlText, parameters));
+  }
+
   @Override
   public LogicalPlan parseQuery(String sqlText) throws ParseException {
     checkSession();
@@ -66,6 +74,11 @@ public final class ReadOnlyParser implements ParserInterface {
   @Override
   public Seq<String> parseMultipartIdentifier(String sqlText) throws ParseException {
     return delegate.parseMultipartIdentifier(sqlText);
+  }
+
+  @Override
+  public StructType parseRoutineParam(String sqlText) throws ParseException {
+    return delegate.parseRoutineParam(sqlText);
   }
 
   @Override

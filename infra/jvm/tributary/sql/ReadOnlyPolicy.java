@@ -74,7 +74,7 @@ public final class ReadOnlyPolicy {
           "DescribeNamespace",
           "DescribeFunction");
 
-  /** Plan nodes that are neither Command nor ParsedStatement but write or escape (found by scanning Spark 3.5). */
+  /** Plan nodes that are neither Command nor ParsedStatement but write or escape (found by scanning Spark 3.5 and 4.1). */
   private static final Set<String> WRITING_NODES =
       Set.of(
           "CreateTable",
@@ -85,6 +85,13 @@ public final class ReadOnlyPolicy {
           "InsertIntoHiveDirCommand",
           "InsertIntoHadoopFsRelationCommand",
           "InsertIntoHiveTable");
+
+  /**
+   * Statements that are neither Command nor ParsedStatement since Spark 4: CALL of a procedure (Iceberg's
+   * maintenance procedures write) and EXECUTE IMMEDIATE (runs SQL text built at run time).
+   */
+  private static final Set<String> STATEMENT_NODES =
+      Set.of("Call", "UnresolvedExecuteImmediate", "ExecuteImmediateQuery", "ExecuteImmediateCommand");
 
   private static final Set<String> REFLECTION = Set.of("reflect", "java_method", "try_reflect");
 
@@ -174,7 +181,9 @@ public final class ReadOnlyPolicy {
   }
 
   private static String parsedNodeRefusal(SparkSession session, LogicalPlan node) {
-    if (node instanceof Command || node instanceof ParsedStatement) {
+    if (node instanceof Command
+        || node instanceof ParsedStatement
+        || STATEMENT_NODES.contains(node.getClass().getSimpleName())) {
       return statementName(node) + " is refused: " + READ_ONLY;
     }
     String write = writeRefusal(node);
