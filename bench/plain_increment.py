@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import time
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from infra.settings import Settings
@@ -99,7 +99,7 @@ def plain_increment(spark: SparkSession, settings: Settings, registry: Registry,
         daily_revenue(touched),
         plain_table(settings, "gold.daily_revenue"),
         "t.event_date = s.event_date AND t.category <=> s.category AND t.currency <=> s.currency",
-        "UPDATE SET *",
+        None,
     )
     out["daily_revenue_seconds"] = _since(t)
 
@@ -108,7 +108,7 @@ def plain_increment(spark: SparkSession, settings: Settings, registry: Registry,
         event_counts_5m(fresh),
         plain_table(settings, "gold.event_counts_5m"),
         "t.window_start = s.window_start AND t.event_type = s.event_type",
-        "UPDATE SET t.events = t.events + s.events",
+        {"events": "t.events + s.events"},
     )
     out["event_counts_5m_seconds"] = _since(t)
     out["seconds"] = _since(started)
@@ -116,14 +116,19 @@ def plain_increment(spark: SparkSession, settings: Settings, registry: Registry,
     return out
 
 
-def _merge(rows: DataFrame, target: str, on: str, when_matched: str) -> None:
-    """MERGE `rows` into `target`: `when_matched` for a stored row, an insert for a new one."""
+def _merge(rows: DataFrame, target: str, on: str, update: dict[str, str] | None) -> None:
+    """MERGE `rows` into `target`: `update` (every column when None) for a stored row, an insert for a new one.
+
+    By Spark 4's DataFrame merge, as a user writes it on Spark 4.1, where a SQL MERGE from a temp view over a table
+    fails to plan (SPARK-57539); the target's columns are qualified by its name."""
     spark = rows.sparkSession
-    _shaped(rows, spark.table(target)).createOrReplaceTempView("plain_increment_rows")
-    spark.sql(
-        f"MERGE INTO {target} t USING plain_increment_rows s ON {on} "
-        f"WHEN MATCHED THEN {when_matched} WHEN NOT MATCHED THEN INSERT *"
-    )
+
+    def named(sql: str) -> Column:
+        return F.expr(sql.replace("t.", f"{target}."))
+
+    matched = _shaped(rows, spark.table(target)).alias("s").mergeInto(target, named(on)).whenMatched()
+    writer = matched.updateAll() if update is None else matched.update({c: named(v) for c, v in update.items()})
+    writer.whenNotMatched().insertAll().merge()
 
 
 def _shaped(df: DataFrame, like: DataFrame) -> DataFrame:

@@ -35,7 +35,7 @@ def require_java() -> int:
     major = java_major_version()
     if major != REQUIRED_MAJOR:
         raise SetupError(
-            f"Java {REQUIRED_MAJOR} is required (Spark 3.5 with the Iceberg runtime), but 'java' on PATH is "
+            f"Java {REQUIRED_MAJOR} is required (Spark 4.1 with the Iceberg runtime), but 'java' on PATH is "
             f"Java {major}: install openjdk-17-jre-headless and put it first on PATH"
         )
     return major

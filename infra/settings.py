@@ -58,12 +58,12 @@ def _positive_int(name: str, default: str) -> int:
 _MEMORY = re.compile(r"([1-9][0-9]*)([kmgt])", re.IGNORECASE)
 _MEMORY_UNITS = "kmgt"
 _MIN_DRIVER_MEMORY_MB = 450
-# Masters Spark 3.5 accepts: local threads (and failures), local-cluster, standalone, YARN, Kubernetes, Mesos.
+# Masters Spark 4.1 accepts: local threads (and failures), local-cluster, standalone, YARN, Kubernetes.
 _MASTER = re.compile(
     r"local(\[([1-9][0-9]*|\*)(\s*,\s*[1-9][0-9]*)?\])?"
     r"|local-cluster\[\s*[1-9][0-9]*\s*,\s*[1-9][0-9]*\s*,\s*[1-9][0-9]*\s*\]"
     r"|spark://[^\s/:,]+:[0-9]+(,[^\s/:,]+:[0-9]+)*"
-    r"|yarn|k8s://\S+|mesos://\S+"
+    r"|yarn|k8s://\S+"
 )
 _HOST_NAME = re.compile(r"[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?)*")
 LOOPBACK = "127.0.0.1"

@@ -35,7 +35,7 @@ apt_install() {
 java_major() { java -version 2>&1 | sed -n 's/.*version "\([0-9]*\).*/\1/p' | head -1; }
 if ! command -v java >/dev/null 2>&1 || [ "$(java_major)" != 17 ]; then
   say "Java 17 not found on PATH: installing openjdk-17-jre-headless"
-  apt_install openjdk-17-jre-headless || die "Java 17 is required (Spark 3.5 + Iceberg). Install it: apt-get install openjdk-17-jre-headless"
+  apt_install openjdk-17-jre-headless || die "Java 17 is required (Spark 4.1 + Iceberg). Install it: apt-get install openjdk-17-jre-headless"
   [ "$(java_major)" = 17 ] || die "Java 17 is required but 'java' on PATH is version '$(java_major)'; put Java 17 first on PATH"
 fi
 

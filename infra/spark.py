@@ -111,6 +111,8 @@ def _launch_env(settings: Settings) -> Iterator[None]:
 
 
 DRIVER_JAVA_OPTIONS = "spark.driver.extraJavaOptions"
+# Spark 4 turns it on by default; Tributary turns it off for tables' functions (see `spark_conf`).
+ANSI_MODE = "spark.sql.ansi.enabled"
 
 
 # Spark's console logging, with failed tasks' stack traces sent to <home>/logs instead (see the file).
@@ -139,6 +141,12 @@ def spark_conf(settings: Settings) -> dict[str, str]:
         "spark.sql.extensions": ",".join((ICEBERG_EXTENSION, DELTA_EXTENSION)),
         "spark.sql.shuffle.partitions": str(settings.shuffle_partitions),
         "spark.sql.session.timeZone": "UTC",
+        # Spark 4 turns ANSI mode on: a value a table's function cannot cast (or a division by zero, an overflow)
+        # would stop the whole run, where Spark 3 gave NULL and the table's rules quarantined the row by name.
+        # Tributary keeps the latter for tables' functions (docs/tables.md, "Bad values"); set
+        # `spark.sql.ansi.enabled=true` in TRIBUTARY_SPARK_CONF to have such a value stop the run instead. Rules
+        # are evaluated without ANSI either way, and landing parses never depend on it.
+        ANSI_MODE: "false",
         "spark.driver.memory": settings.driver_memory,
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",

@@ -108,7 +108,7 @@ def spark_home() -> Path:
         raise SetupError("pyspark is not installed in this environment: run 'make setup'")
     home = Path(spec.origin).parent
     if not (home / "bin" / "spark-submit").is_file():
-        raise SetupError(f"{home / 'bin' / 'spark-submit'} is missing: reinstall pyspark 3.5.9")
+        raise SetupError(f"{home / 'bin' / 'spark-submit'} is missing: reinstall pyspark (make setup)")
     return home
 
 

@@ -29,6 +29,7 @@ _HEADER = re.compile(r"^--\s*([a-z_]+)\s*:\s*(.*?)\s*$")
 _TABLE = re.compile(r"\b(bronze|silver|gold)\.([A-Za-z_][A-Za-z0-9_]*)\b")
 _QUOTED = re.compile(r"'(?:[^']|'')*'")
 _POSITION = re.compile(r"[(;]?\s*line (\d+),? pos \d+\)?")
+_NEAR = re.compile(r"at or near '([^']*)'")
 _KEYS = ("table", "keys", "refresh", "description", "partition_by")
 
 
@@ -41,9 +42,19 @@ def _sql_error(exc: Exception, path: Path, name: str, views: dict[str, str]) -> 
     message = _POSITION.sub("", first_line(Exception(text))).strip().rstrip(".;")
     what = "SQL syntax error" if isinstance(exc, ParseException) else "the SELECT cannot be analysed"
     # "end of input" is reported on the line after the last one.
-    last = len(path.read_text(encoding="utf-8").rstrip().splitlines())
-    line = min(int(position.group(1)), last) if position else 1
+    lines = path.read_text(encoding="utf-8").rstrip().splitlines()
+    line = min(int(position.group(1)), len(lines)) if position else _line_of_token(text, lines)
     return DeclarationError(f"{short_path(str(path))}:{line}: table {name!r}: {what}: {message}; fix the SELECT")
+
+
+def _line_of_token(text: str, lines: list[str]) -> int:
+    """Where Spark gave no position (Spark 4.1 gives none for an error at the end of the text): the last line that
+    holds the token it names, else the first."""
+    token = _NEAR.search(text)
+    if token is None or not token.group(1).strip():
+        return 1
+    found = [i for i, line in enumerate(lines, 1) if token.group(1).lower() in line.lower()]
+    return found[-1] if found else 1
 
 
 def _names(text: str) -> tuple[str, ...]:

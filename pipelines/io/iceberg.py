@@ -153,8 +153,8 @@ class IcebergFormat:
     def read_staged(self, spark: SparkSession, name: str, staged: Staged) -> DataFrame:
         """The staged snapshot's appended rows: an incremental read from its parent (the whole snapshot if none)."""
         reader = spark.read.format("iceberg")
-        if staged.parent_id is None:
-            reader = reader.option("snapshot-id", str(staged.snapshot_id))
+        if staged.parent_id is None:  # Iceberg for Spark 4.1 takes Spark's own time-travel option
+            reader = reader.option("versionAsOf", str(staged.snapshot_id))
         else:
             reader = reader.option("start-snapshot-id", str(staged.parent_id))
             reader = reader.option("end-snapshot-id", str(staged.snapshot_id))
@@ -210,11 +210,12 @@ class IcebergFormat:
 
     def changed_days(self, spark: SparkSession, name: str, column: str, since: datetime) -> list[date]:
         """From the `partitions` metadata table: the day partitions last updated at or after `since` (no scan)."""
-        rows = spark.sql(
-            f"SELECT DISTINCT partition.{column} AS d FROM {self.qualified(name)}.partitions "
-            "WHERE last_updated_at >= :since",
-            args={"since": since.astimezone(UTC).replace(tzinfo=None)},
-        ).collect()
+        # Metadata tables filtered by DataFrame, not SQL parameters: Iceberg 1.12's SQL extension parser drops the
+        # parameters Spark 4.1 passes to it (UNBOUND_SQL_PARAMETER).
+        since_utc = since.astimezone(UTC).replace(tzinfo=None)
+        partitions = spark.table(f"{self.qualified(name)}.partitions")
+        changed = partitions.where(F.col("last_updated_at") >= F.lit(since_utc))
+        rows = changed.select(F.col(f"partition.{column}").alias("d")).distinct().collect()
         return sorted(r.d for r in rows if r.d is not None)
 
     def merge(self, df: DataFrame, name: str, merge: Merge) -> None:
@@ -243,10 +244,8 @@ class IcebergFormat:
             .option(f"snapshot-property.{OPERATION_ID_PROPERTY}", op_id)
             .overwrite(whole.condition())
         )
-        found = df.sparkSession.sql(
-            f"SELECT snapshot_id FROM {qualified}.snapshots WHERE summary['{OPERATION_ID_PROPERTY}'] = :op",
-            args={"op": op_id},
-        ).collect()
+        snapshots = df.sparkSession.table(f"{qualified}.snapshots")
+        found = snapshots.where(F.col("summary")[OPERATION_ID_PROPERTY] == F.lit(op_id)).select("snapshot_id").collect()
         return found[0].snapshot_id if found else None
 
     def replay_problem(self, spark: SparkSession, name: str) -> str | None:
@@ -325,12 +324,17 @@ class IcebergFormat:
                 snapshot = metadata.snapshots.get(int(parent)) if parent is not None else None
             return None if snapshot is None else dict(snapshot.summary)
         qualified = self.qualified(name)
-        query = (
-            f"SELECT s.summary FROM {qualified}.snapshots s JOIN {qualified}.history h "
-            "ON s.snapshot_id = h.snapshot_id WHERE h.is_current_ancestor AND s.summary[:key] IS NOT NULL "
-            "ORDER BY h.made_current_at DESC LIMIT 1"
+        session = self._session(spark)
+        snapshots = session.table(f"{qualified}.snapshots").alias("s")
+        history = session.table(f"{qualified}.history").alias("h")
+        rows = (
+            snapshots.join(history, F.col("s.snapshot_id") == F.col("h.snapshot_id"))
+            .where(F.col("h.is_current_ancestor") & F.col("s.summary")[F.lit(key)].isNotNull())
+            .orderBy(F.col("h.made_current_at").desc())
+            .select("s.summary")
+            .limit(1)
+            .collect()
         )
-        rows = self._session(spark).sql(query, args={"key": key}).collect()
         return dict(rows[0].summary) if rows else None
 
     def stats(self, spark: SparkSession | None, name: str) -> TableStats:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import json
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -167,12 +168,20 @@ def _progress(query: StreamingQuery) -> list[dict[str, Any]]:
     return [json.loads(p.json) for p in query.recentProgress]
 
 
+_SPARK_ERROR = re.compile(r"^\s*pyspark\.errors\.exceptions\.\S+: (\[[A-Z_.]+\] .*)$")
+
+
 def _cause(exc: StreamingQueryException) -> str:
     """The most specific line of a streaming failure: our own error if a sink raised one."""
     text = str(exc)
     for marker in ("PipelineError: ", "TributaryError: ", "ConfigError: "):
         if marker in text:
             return text.split(marker, 1)[1].splitlines()[0]
+    # An error the batch's own query raised in the sink (a value the function cannot cast in an ANSI session):
+    # the Spark error class line of the Python traceback the stream carries.
+    classed = [m.group(1) for m in map(_SPARK_ERROR.match, text.splitlines()) if m]
+    if classed:
+        return classed[-1].strip()
     caused = [line for line in text.splitlines() if line.startswith("Caused by: ")]
     if caused:
         return caused[-1].removeprefix("Caused by: ").strip()

@@ -200,7 +200,7 @@ def _late_bounds(out: DataFrame, inputs: list[DataFrame], time_columns: list[str
                 continue
             try:
                 values = definitions.values(operator.judged, ids[i])
-                found[i].extend(Column(jvm.org.apache.spark.sql.Column(v)) for v in values)
+                found[i].extend(Column(jvm.org.apache.spark.sql.classic.ExpressionUtils.column(v)) for v in values)
             except _Unreadable:
                 found[i].append(F.col(time_columns[i]) if time_columns[i] else F.lit(None))
     return [columns if columns and time_columns[i] else [] for i, columns in enumerate(found)]

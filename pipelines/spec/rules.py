@@ -4,16 +4,19 @@ from __future__ import annotations
 
 import operator
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import date
 from functools import reduce
 from typing import Literal
 
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from infra.errors import ConfigError
 from infra.identifiers import is_column_name
+from infra.spark import ANSI_MODE
 
 Action = Literal["warn", "quarantine", "fail"]
 ACTIONS: tuple[Action, ...] = ("warn", "quarantine", "fail")
@@ -41,6 +44,21 @@ class Rule:
         return F.coalesce(F.expr(self.expr), F.lit(False))
 
 
+@contextmanager
+def _without_ansi(spark: SparkSession) -> Iterator[None]:
+    """The session out of ANSI mode while a frame is built: Spark fixes each cast's and each arithmetic's ANSI
+    behaviour when it analyses them (eagerly, as a column is added), so the rules of an ANSI session give NULL (a
+    failure) where a value cannot be cast or divided, instead of failing the query."""
+    if spark.conf.get(ANSI_MODE, "false") != "true":
+        yield
+        return
+    spark.conf.set(ANSI_MODE, "false")
+    try:
+        yield
+    finally:
+        spark.conf.set(ANSI_MODE, "true")
+
+
 def _failed_names(rules: list[Rule]) -> Column:
     none = F.array().cast("array<string>")
     if not rules:
@@ -62,9 +80,10 @@ def _blocking(rules: tuple[Rule, ...]) -> list[Rule]:
 def apply_rules(df: DataFrame, rules: tuple[Rule, ...]) -> DataFrame:
     """Add `_reasons` (names of failed quarantine/fail rules) and `_warnings` (names of failed warn rules)."""
     warnings = [r for r in rules if r.action == "warn"]
-    return df.withColumn(REASONS_COLUMN, _failed_names(_blocking(rules))).withColumn(
-        WARNINGS_COLUMN, _failed_names(warnings)
-    )
+    with _without_ansi(df.sparkSession):  # a rule that cannot be computed on a row fails that row
+        return df.withColumn(REASONS_COLUMN, _failed_names(_blocking(rules))).withColumn(
+            WARNINGS_COLUMN, _failed_names(warnings)
+        )
 
 
 def passes_rules() -> Column:

@@ -25,7 +25,7 @@ from infra.settings import Settings
 
 def test_every_session_jar_is_pinned_and_cached(base_settings: Settings) -> None:
     cached = {p.name for p in spark_jars(base_settings).jars}
-    assert f"iceberg-spark-runtime-3.5_2.12-{jars.ICEBERG.version}.jar" in cached
+    assert f"iceberg-spark-runtime-4.1_2.13-{jars.ICEBERG.version}.jar" in cached
     assert SQLITE_JDBC.file_name in cached
     for jar in MAVEN_JARS:
         path = base_settings.jar_cache / jar.file_name

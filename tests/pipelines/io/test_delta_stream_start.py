@@ -82,7 +82,8 @@ def _stream(spark, fmt: DeltaFormat, checkpoint: Path, read: list[int], fail: bo
             query.awaitTermination()
     else:
         query.awaitTermination()
-    options = stream._jdf.queryExecution().logical().dataSource().options().toString()  # the source's options
+    relation = stream._jdf.queryExecution().analyzed().collectLeaves().head()  # Spark 4: the analyzed source
+    options = relation.dataSource().options().toString()  # the source's options
     return "startingVersion -> 0" in options
 
 

@@ -66,7 +66,7 @@ def _bronze(policy: MaintenancePolicy | None = None) -> TableSpec:
 def _checksum(spark: SparkSession, settings: Settings, name: str, snapshot_id: int | None = None) -> tuple[int, str]:
     """Row count and a checksum of the sorted rows (every column), optionally at a snapshot."""
     qualified = table_format(settings).qualified(name)
-    df = spark.read.option("snapshot-id", snapshot_id).table(qualified) if snapshot_id else spark.table(qualified)
+    df = spark.read.option("versionAsOf", snapshot_id).table(qualified) if snapshot_id else spark.table(qualified)
     hashes = sorted(r.h for r in df.select(F.sha2(F.to_json(F.struct(*df.columns)), 256).alias("h")).collect())
     return len(hashes), hashlib.sha256("".join(hashes).encode()).hexdigest()
 

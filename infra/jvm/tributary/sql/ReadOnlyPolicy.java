@@ -95,9 +95,15 @@ public final class ReadOnlyPolicy {
 
   private static final Set<String> REFLECTION = Set.of("reflect", "java_method", "try_reflect");
 
-  /** Session settings the Thrift Server or the Hive JDBC driver sets on every connection. */
+  /**
+   * Session settings the Thrift Server or the Hive JDBC driver sets on every connection (Spark 4.1's Thrift Server
+   * also sets how binary values are shown).
+   */
   private static final Set<String> SESSION_KEYS =
-      Set.of("spark.sql.datetime.java8API.enabled", "hive.server2.thrift.resultset.default.fetch.size");
+      Set.of(
+          "spark.sql.datetime.java8API.enabled",
+          "hive.server2.thrift.resultset.default.fetch.size",
+          "spark.sql.binaryOutputStyle");
 
   private ReadOnlyPolicy() {}
 
