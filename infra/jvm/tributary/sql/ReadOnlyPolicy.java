@@ -72,7 +72,20 @@ public final class ReadOnlyPolicy {
           "DescribeRelation",
           "DescribeColumn",
           "DescribeNamespace",
-          "DescribeFunction");
+          "DescribeFunction",
+          // the same statements as Spark 4.1 may parse them (as commands)
+          "ShowNamespacesCommand",
+          "ShowTablesCommand",
+          "ShowColumnsCommand",
+          "ShowFunctionsCommand",
+          "ShowTablePropertiesCommand",
+          "ShowCreateTableCommand",
+          "ShowPartitionsCommand",
+          "ShowViewsCommand",
+          "DescribeTableCommand",
+          "DescribeColumnCommand",
+          "DescribeNamespaceCommand",
+          "DescribeFunctionCommand");
 
   /** Plan nodes that are neither Command nor ParsedStatement but write or escape (found by scanning Spark 3.5 and 4.1). */
   private static final Set<String> WRITING_NODES =
