@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import weakref
 from datetime import UTC, datetime, timedelta
 from functools import reduce
 
@@ -35,12 +36,23 @@ def register_functions(session: SparkSession) -> None:
     session.udf.registerJavaFunction(LANDED_FILE_PATH_FUNCTION, LANDED_FILE_PATH, StringType())
 
 
+# The functions registered in each session. Not `catalog.functionExists`: Spark 4.1 looks the name up in the
+# current catalog, which fails where that is the read-only Delta folder catalog (a Delta home).
+_REGISTERED: weakref.WeakKeyDictionary[SparkSession, set[str]] = weakref.WeakKeyDictionary()
+
+
+def _register_once(session: SparkSession, name: str, java_class: str, result: DecimalType) -> None:
+    registered = _REGISTERED.setdefault(session, set())
+    if name not in registered:
+        session.udf.registerJavaFunction(name, java_class, result)
+        registered.add(name)
+
+
 def exact_decimal_function(session: SparkSession, decimal: DecimalType) -> str:
     """The SQL name of `ExactDecimal` for `decimal` (its result type) in `session`, registered there on first use:
     (wide value, scale) -> the value at `decimal`, NULL when that would drop a nonzero digit."""
     name = f"tributary_exact_decimal_{decimal.precision}_{decimal.scale}"
-    if not session.catalog.functionExists(name):
-        session.udf.registerJavaFunction(name, EXACT_DECIMAL, decimal)
+    _register_once(session, name, EXACT_DECIMAL, decimal)
     return name
 
 
@@ -48,8 +60,7 @@ def csv_decimal_function(session: SparkSession, decimal: DecimalType) -> str:
     """The SQL name of `CsvDecimal` for `decimal` (its result type) in `session`, registered there on first use:
     (CSV cell text, precision, scale) -> the value as Spark's CSV parser reads it, NULL unless that is exact."""
     name = f"tributary_csv_decimal_{decimal.precision}_{decimal.scale}"
-    if not session.catalog.functionExists(name):
-        session.udf.registerJavaFunction(name, CSV_DECIMAL, decimal)
+    _register_once(session, name, CSV_DECIMAL, decimal)
     return name
 
 

@@ -154,7 +154,9 @@ def test_the_demo_pipeline_run_by_the_dagster_daemon_on_the_cluster_equals_a_loc
     """Files already landed: the daemon's landing sensor launches one run through the queue, on the cluster."""
     events = tmp_path / "spark-events"
     events.mkdir()
-    conf = f"spark.eventLog.enabled=true,spark.eventLog.rolling.enabled=false,spark.eventLog.dir={events.as_uri()}"
+    # One plain file per application (Spark 4 rolls and compresses event logs by default)
+    plain = "spark.eventLog.rolling.enabled=false,spark.eventLog.compress=false"
+    conf = f"spark.eventLog.enabled=true,{plain},spark.eventLog.dir={events.as_uri()}"
     with _dev(cluster, tmp_path, landing, "demo", **short_lived({"TRIBUTARY_SPARK_CONF": conf})) as dev:
         launched = wait_for(lambda: dev.runs({TRIGGER_TAG: LANDING_SENSOR}), 120, "the landing sensor to start a run")
         run = dev.wait_run(launched[0]["runId"], 900)
