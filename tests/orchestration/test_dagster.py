@@ -8,8 +8,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from dagster import AssetKey, AssetsDefinition, DagsterInstance, materialize
+from dagster import AssetKey, AssetsDefinition, DagsterInstance, asset, materialize
+from dagster_pyspark import LazyPySparkResource
 
+from infra.errors import ConfigError
 from orchestration.definitions import PIPELINE_JOB, build_definitions
 from orchestration.resources import SparkResource
 from pipelines.datasets.clickstream.sample_data import generate_clickstream
@@ -41,6 +43,33 @@ def test_assets_follow_the_registry():
     assert silver.group_name == "silver"
     assert {"spark", "iceberg"} <= set(silver.kinds)
     assert graph.get(AssetKey(["gold", "daily_revenue"])).parent_keys == {AssetKey(["silver", "events"])}
+
+
+def test_a_users_asset_gets_the_runs_session_from_dagster_pysparks_resource(spark, fresh_settings) -> None:
+    s = fresh_settings
+    seen = {}
+
+    @asset
+    def users_own(pyspark: LazyPySparkResource) -> None:
+        # Written against dagster-pyspark's resource type: our SparkResource is one.
+        seen["session"] = pyspark.spark_session
+        seen["rows"] = pyspark.spark_session.range(3).count()
+        seen["context"] = pyspark.spark_context
+
+    resource = SparkResource(home=str(s.home), catalog_name=s.catalog_name)
+    assert materialize([users_own], resources={"pyspark": resource}).success
+    assert seen["session"] is spark and seen["rows"] == 3 and seen["context"] is spark.sparkContext
+    assert resource.session() is spark
+
+
+def test_the_resources_spark_config_is_checked_and_named(fresh_settings) -> None:
+    s = fresh_settings
+    given = SparkResource(home=str(s.home), spark_config={"spark.sql.shuffle.partitions": 7, "spark.x.y": "z"})
+    assert dict(given.settings().spark_conf) == {"spark.sql.shuffle.partitions": "7", "spark.x.y": "z"}
+    bad = SparkResource(home=str(s.home), spark_config={"spark.driver.memory": "lots"})
+    named = r"^the Dagster resource's spark_config key spark\.driver\.memory='lots' is not a JVM memory size"
+    with pytest.raises(ConfigError, match=named):
+        bad.settings()
 
 
 @pytest.mark.slow
