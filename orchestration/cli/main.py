@@ -316,6 +316,10 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, Handler]]:
     from orchestration.cli.serve import register as register_serve
 
     register_serve(sub, handlers)  # serve start, stop, status, sync, refresh
+
+    from orchestration.cli.state import register as register_state
+
+    register_state(sub, handlers)  # state
     return parser, handlers
 
 

@@ -427,3 +427,39 @@ def test_merge_sinks_are_idempotent_when_a_batch_is_replayed(spark, lake, tmp_pa
         rows_of(table(spark, s, "silver.customers")),
         rows_of(table(spark, s, "silver.customers_history")),
     ) == customers
+
+
+def test_tributary_state_shows_what_the_stateful_tables_keep(spark, lake, capsys):
+    from argparse import Namespace
+
+    from orchestration.cli.state import _state
+    from pipelines.ops.state import store_rows, table_state
+
+    s = lake.inc
+    (visits,) = table_state(spark, s, CLICKSTREAM, "gold.user_visits")
+    assert visits.checkpoint == s.checkpoint_for("gold.user_visits") and visits.last_batch is not None
+    (store,) = visits.stores
+    assert store.operator == "applyInPandasWithState" and store.last_batch == visits.last_batch
+    keys, rows = store_rows(spark, visits.checkpoint, store, limit=3)
+    # The open visits carried to the next run, one key per user: what the last run's progress counted.
+    assert keys == lake.reports[3]["gold.user_visits"].state_rows > 3
+    assert len(rows) == 3
+    for key, value in rows:
+        # A user's open visits as the function keeps them (JSON in the group state) and the state's timeout.
+        open_visits = json.loads(json.loads(value)["groupState"]["visits"])
+        assert json.loads(key)["user_id"] and open_visits and all(v["start"] <= v["end"] for v in open_visits)
+        assert json.loads(value)["timeoutTimestamp"] > 0
+
+    (joined,) = table_state(spark, s, CLICKSTREAM, "gold.ad_clicks")
+    sides = {st.store.split("-")[0] for st in joined.stores}
+    assert sides == {"left", "right"} and {st.operator for st in joined.stores} == {"symmetricHashJoin"}
+
+    assert table_state(spark, s, CLICKSTREAM, "silver.products")[0].stores == ()
+
+    assert _state(Namespace(table="gold.user_visits", rows=2), s) == 0
+    out = capsys.readouterr().out
+    assert f"gold.user_visits: checkpoint {visits.checkpoint}, last committed batch {visits.last_batch}" in out
+    assert f"operator 0 applyInPandasWithState, store default: {keys} keys" in out
+    assert f"... {keys - 2} more (--rows N shows more)" in out
+    with pytest.raises(ConfigError, match=r"no table 'gold\.nope' in the registry"):
+        _state(Namespace(table="gold.nope", rows=2), s)
