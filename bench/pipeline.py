@@ -14,6 +14,7 @@ from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql.functions import partitioning
 
 from bench.plain_increment import copy_chain, plain_increment
 from bench.quality import TARGET_RATIO, increment_checks, silver_checks
@@ -65,7 +66,7 @@ def _stages(reports: list[RunReport]) -> dict[str, float]:
 
 def _create_like_platform(df: DataFrame, table: str, day_column: str, options: dict[str, str] | None = None) -> None:
     """Create (or replace) `table` from `df`, partitioned by day and with the platform's table properties."""
-    writer = df.writeTo(table).using("iceberg").partitionedBy(F.days(day_column)).options(**(options or {}))
+    writer = df.writeTo(table).using("iceberg").partitionedBy(partitioning.days(day_column)).options(**(options or {}))
     for key, value in DEFAULT_TABLE_PROPERTIES.items():
         writer = writer.tableProperty(key, value)
     writer.createOrReplace()

@@ -30,6 +30,7 @@ SECTIONS = (
     ("bench.many_files", "bench_many_files"),
     ("bench.scale", "bench_scale"),
     ("bench.wide_csv", "bench_wide_csv"),
+    ("bench.sdp_peer", "bench_sdp_peer"),
     ("bench.cluster", "bench_cluster"),
     ("bench.serving", "bench_serving"),
 )
