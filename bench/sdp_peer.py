@@ -115,9 +115,23 @@ def _sdp_command(settings: Settings, python: Path, spec: Path, folder: Path) -> 
     ]
 
 
+def _sdp_env(python: Path) -> dict[str, str]:
+    """The environment of a `spark-pipelines` run: the peer's own pyspark as SPARK_HOME and its interpreter first,
+    so nothing of ours (a SPARK_HOME, PYTHONPATH or the venv's `python3` on PATH) picks our pyspark 4.1 instead."""
+    home = subprocess.run(
+        [str(python), "-c", "import os, pyspark; print(os.path.dirname(pyspark.__file__))"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SPARK_", "PYSPARK_")) and k != "PYTHONPATH"}
+    env.update(SPARK_HOME=home, PYSPARK_PYTHON=str(python), PYSPARK_DRIVER_PYTHON=str(python))
+    env["PATH"] = os.pathsep.join((str(python.parent), env.get("PATH", "")))
+    return env
+
+
 def _run_sdp(settings: Settings, python: Path, spec: Path, folder: Path) -> dict[str, float]:
-    env = {k: v for k, v in os.environ.items() if k not in ("SPARK_HOME", "PYTHONPATH")}
-    env["PYSPARK_PYTHON"] = str(python)
+    env = _sdp_env(python)
     started = time.perf_counter()
     done = subprocess.run(
         _sdp_command(settings, python, spec, folder), cwd=folder, env=env, capture_output=True, text=True
