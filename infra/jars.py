@@ -15,8 +15,9 @@ its relocated Jackson classes, which set-up rebuilt with Debian's jarjar: neithe
 driver bundles its native library, so no system package or library path is needed either.
 
 Tributary's own classes (`infra/jvm`: the read-only SQL policy, its Spark session extension, the SQL server's
-shared-secret authenticator, the catalog of Delta table folders, and the one-pass shape test of landed JSON lines)
-are compiled once with the JDK's javac against pyspark's and delta-spark's jars into one jar, cached likewise.
+shared-secret authenticator, the catalog of Delta table folders, the one-pass shape test of landed JSON lines, and
+the MERGE whose Iceberg commit carries properties) are compiled once with the JDK's javac against pyspark's,
+delta-spark's and Iceberg's jars into one jar, cached likewise.
 """
 
 from __future__ import annotations
@@ -236,16 +237,16 @@ def build_sql_guard(cache: Path) -> Path:
         raise SetupError(f"the SQL guard sources are missing from {SQL_GUARD_SOURCES}: restore infra/jvm")
     import pyspark
 
-    # Compiled against Scala and Spark classes: a jar built for another pyspark or Delta release fails at run time
-    # (NoSuchMethodError in a Scala collection), so both releases are part of its name.
-    digest = hashlib.sha256(f"{pyspark.__version__}\0{DELTA_SPARK.coordinates}\0".encode())
+    # Compiled against Scala, Spark, Delta and Iceberg classes: a jar built for another release of one of them fails
+    # at run time (NoSuchMethodError in a Scala collection), so their releases are part of its name.
+    digest = hashlib.sha256(f"{pyspark.__version__}\0{DELTA_SPARK.coordinates}\0{ICEBERG.coordinates}\0".encode())
     for src in sources:
         digest.update(src.relative_to(SQL_GUARD_SOURCES).as_posix().encode() + b"\0" + src.read_bytes())
     target = cache / f"tributary-sql-guard-{digest.hexdigest()[:16]}.jar"
     if usable("sql-guard", target, _SQL_GUARD_MARKER):
         return target
     cache.mkdir(parents=True, exist_ok=True)
-    class_path = [str(_pyspark_jar_dir() / "*"), str(maven_jar(DELTA_SPARK, cache))]
+    class_path = [str(_pyspark_jar_dir() / "*"), str(maven_jar(DELTA_SPARK, cache)), str(maven_jar(ICEBERG, cache))]
     with tempfile.TemporaryDirectory(dir=cache) as tmp:
         classes = Path(tmp) / "classes"
         options = ["--release", "17", "-nowarn", "-Xlint:none", "-encoding", "UTF-8", "-d", str(classes)]

@@ -19,6 +19,7 @@ from pipelines.io.landing_parse import CORRUPT_COLUMN, KAFKA_LINEAGE, LANDED_LIN
 from pipelines.spec.expectations import row_count_vs_upstream, unique
 from pipelines.spec.rules import REASONS_COLUMN, WARNINGS_COLUMN, Rule, apply_rules
 from pipelines.spec.tables import OutputTable
+from pipelines.write.aggregate_sink import IncrementalAggregateSink
 from pipelines.write.follow import in_groups
 from pipelines.write.merge import CdcSink, OverwriteSink, UpsertSink
 from pipelines.write.sinks import AppendSink, RecomputeMergeSink
@@ -139,9 +140,14 @@ class Recompute(Kind):
     def build(self, d: Declaration, output: OutputTable, rules: tuple[Rule, ...], call: Callable) -> Built:
         by = self.by
 
+        def recompute_through(spark: Any, fmt: Any, touched: list[dict], through: int | None) -> DataFrame:
+            upstream = fmt.read(spark, d.streams[0])
+            if through is not None:
+                upstream = upstream.filter(F.col(BATCH_ID.name) <= F.lit(through))
+            return call(in_groups(upstream, by, touched), *(fmt.read(spark, t) for t in d.statics))
+
         def recompute(spark: Any, fmt: Any, touched: list[dict]) -> DataFrame:
-            upstream = in_groups(fmt.read(spark, d.streams[0]), by, touched)
-            return call(upstream, *(fmt.read(spark, t) for t in d.statics))
+            return recompute_through(spark, fmt, touched, None)
 
         where = self.where
 
@@ -151,9 +157,13 @@ class Recompute(Kind):
         def upstream_keys(spark: Any, fmt: Any) -> DataFrame:
             return affected(fmt.read(spark, d.streams[0]))
 
-        sink = RecomputeMergeSink(
-            keys=self.keys, affected=affected, recompute=recompute, upstream_keys=upstream_keys, by=by
-        )
+        common = {"keys": self.keys, "affected": affected, "recompute": recompute, "upstream_keys": upstream_keys}
+        if d.statics:  # a reference table can change under stored rows: only a recompute stays exact
+            sink: RecomputeMergeSink = RecomputeMergeSink(**common, by=by)
+        else:  # folds batches in when the function is a combinable group-by (pipelines.write.aggregates)
+            sink = IncrementalAggregateSink(
+                **common, by=by, upstream=d.streams[0], partial=call, recompute_through=recompute_through
+            )
         return Built(sink, checks=(unique(*self.keys),))
 
 

@@ -149,9 +149,10 @@ class DeltaFormat:
             actions.append(AddAction(target.name, stat.st_size, {}, int(stat.st_mtime * 1000), True, stats))
             rows += n
         dt = self.delta_table(name)
+        tagged = {WRITER_KEY: writer, BATCH_KEY: str(batch_id)} if writer else {}
         properties = CommitProperties(
             app_transactions=[Transaction(writer, batch_id)] if writer else None,
-            custom_metadata={WRITER_KEY: writer, BATCH_KEY: str(batch_id), **extra} if writer else None,
+            custom_metadata={**tagged, **extra} or None,
         )
         dt.create_write_transaction(actions, mode, dt.schema(), commit_properties=properties)
         for staged, _ in files:
@@ -218,10 +219,18 @@ class DeltaFormat:
         """The table by its folder in delta-spark's session catalog (`infra.catalog`'s `delta` is read-only)."""
         return f"spark_catalog.delta.`{str(self.location(name)).replace('`', '``')}`"
 
-    def merge(self, df: DataFrame, name: str, merge: Merge) -> None:
-        """delta-spark's `MERGE INTO`: the source rows stay on the executors."""
+    def merge(self, df: DataFrame, name: str, merge: Merge, properties: Mapping[str, str] | None = None) -> None:
+        """delta-spark's `MERGE INTO`: the source rows stay on the executors; `properties` go into its commit info."""
         self.delta_table(name)
-        merge.run(df, self._path_name(name))
+        if not properties:
+            merge.run(df, self._path_name(name))
+            return
+        conf = df.sparkSession.conf
+        conf.set(USER_METADATA_CONF, json.dumps(dict(properties)))  # commit info: see read_commit
+        try:
+            merge.run(df, self._path_name(name))
+        finally:
+            conf.unset(USER_METADATA_CONF)
 
     def replace_days(self, df: DataFrame, name: str, days: DayRange, operation: str) -> int | None:
         """One delta-spark version deleting the range's rows (rewriting files that hold others too, since Delta
@@ -250,11 +259,11 @@ class DeltaFormat:
         """Delete the table's folder."""
         shutil.rmtree(self.location(name), ignore_errors=True)
 
-    def overwrite(self, df: DataFrame, name: str) -> None:
-        """One version removing every file and adding the new ones."""
+    def overwrite(self, df: DataFrame, name: str, properties: Mapping[str, str] | None = None) -> None:
+        """One version removing every file and adding the new ones, with `properties` in its commit info."""
         staging, files = self._write_files(df, name)
         try:
-            self._commit(name, files, None, 0, mode="overwrite")
+            self._commit(name, files, None, 0, mode="overwrite", **(properties or {}))
         finally:
             shutil.rmtree(staging, ignore_errors=True)
 

@@ -17,9 +17,9 @@ def as_snapshot(commit: Commit) -> Snapshot:
     """The version as a snapshot (id = version) with an Iceberg-like summary."""
     summary = {"operation": commit.operation, "added-data-files": str(len(commit.appended))}
     summary["added-records"] = str(commit.added_records)
-    for key in (WRITER_KEY, BATCH_KEY):
-        if key in commit.info:
-            summary[key] = str(commit.info[key])
+    for key, value in commit.info.items():  # Tributary's keys (writer, batch id, ...), as Iceberg's summary holds them
+        if key.startswith("tributary."):
+            summary[key] = str(value)
     parent = commit.version - 1 if commit.version else None
     return Snapshot(commit.version, parent, commit.timestamp_ms, None, summary)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from pathlib import Path
@@ -13,6 +13,7 @@ from typing import Protocol
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql.merge import MergeIntoWriter
 from pyspark.sql.types import StructType
 
 from infra.errors import ConfigError
@@ -175,8 +176,8 @@ class TableFormat(Protocol):
         """The days (of the date column `column`) of rows written to the table at or after `since`."""
         ...
 
-    def merge(self, df: DataFrame, name: str, merge: Merge) -> None:
-        """MERGE `df` (alias `s`) into the table (alias `t`) in one commit."""
+    def merge(self, df: DataFrame, name: str, merge: Merge, properties: Mapping[str, str] | None = None) -> None:
+        """MERGE `df` (alias `s`) into the table (alias `t`) in one commit, with `properties` in it."""
         ...
 
     def replace_days(self, df: DataFrame, name: str, days: DayRange, operation: str) -> int | None:
@@ -192,8 +193,8 @@ class TableFormat(Protocol):
         """Delete the table and its files (nothing when it does not exist)."""
         ...
 
-    def overwrite(self, df: DataFrame, name: str) -> None:
-        """Replace every row of the table with `df` in one commit."""
+    def overwrite(self, df: DataFrame, name: str, properties: Mapping[str, str] | None = None) -> None:
+        """Replace every row of the table with `df` in one commit, with `properties` in it."""
         ...
 
     def change_feed(self, spark: SparkSession, name: str, since: int, until: int) -> DataFrame:
@@ -220,6 +221,8 @@ class Merge:
     update_when: str | None = None  # WHEN MATCHED [AND <condition>] THEN UPDATE
     insert_when: str | None = None  # WHEN NOT MATCHED [AND <condition>] THEN INSERT
     columns: tuple[str, ...] = ()  # the target columns set and inserted (empty: all of them, from `s`)
+    # (column, SQL over `t.` and `s.`) assignments on a match instead of the source's values (`columns`: inserts)
+    sets: tuple[tuple[str, str], ...] = ()
 
     @property
     def on(self) -> str:
@@ -228,8 +231,9 @@ class Merge:
         keys = [f"(t.{k} {same} s.{k})" for k in self.keys]  # parenthesized: DataFusion binds AND tighter
         return " AND ".join([*([f"({self.match_when})"] if self.match_when else []), *keys])
 
-    def run(self, df: DataFrame, target: str) -> None:
-        """`MERGE INTO target` (a name Spark SQL resolves) from `df`, by Spark's DataFrame merge.
+    def run(self, df: DataFrame, target: str, finish: Callable[[MergeIntoWriter], None] | None = None) -> None:
+        """`MERGE INTO target` (a name Spark SQL resolves) from `df`, by Spark's DataFrame merge; `finish` runs the
+        built MERGE (default: `merge()`).
 
         Not a SQL MERGE over a temp view of `df`: Spark 4.1 keeps a temp view's tables as references that its
         MERGE planning leaves unresolved when the source reads the target ("No plan for TableReference",
@@ -240,11 +244,15 @@ class Merge:
             writer = writer.whenMatched(F.expr(cond(self.delete_when))).delete()
         if self.update:
             matched = writer.whenMatched(F.expr(cond(self.update_when)) if self.update_when else None)
-            sets = {c: F.col(f"s.{c}") for c in self.columns}
+            sets = {c: F.col(f"s.{c}") for c in self.columns} | {c: F.expr(cond(e)) for c, e in self.sets}
             writer = matched.update(sets) if sets else matched.updateAll()
         inserting = writer.whenNotMatched(F.expr(cond(self.insert_when)) if self.insert_when else None)
         values = {c: F.col(f"s.{c}") for c in self.columns}
-        (inserting.insert(values) if values else inserting.insertAll()).merge()
+        built = inserting.insert(values) if values else inserting.insertAll()
+        if finish is None:
+            built.merge()
+        else:
+            finish(built)
 
     def inserted(self, df: DataFrame) -> DataFrame:
         """The rows this MERGE inserts into a table that holds none: every source row its insert clause takes, as

@@ -171,14 +171,14 @@ class TableFormats:
     def changed_days(self, spark: SparkSession, name: str, column: str, since: datetime) -> list[date]:
         return self.adapter(name).changed_days(spark, name, column, since)
 
-    def merge(self, df: DataFrame, name: str, merge: Merge) -> None:
-        self.adapter(name).merge(df, name, merge)
+    def merge(self, df: DataFrame, name: str, merge: Merge, properties: Mapping[str, str] | None = None) -> None:
+        self.adapter(name).merge(df, name, merge, properties)
 
     def change_feed(self, spark: SparkSession, name: str, since: int, until: int) -> DataFrame:
         return self.adapter(name).change_feed(spark, name, since, until)
 
-    def overwrite(self, df: DataFrame, name: str) -> None:
-        self.adapter(name).overwrite(df, name)
+    def overwrite(self, df: DataFrame, name: str, properties: Mapping[str, str] | None = None) -> None:
+        self.adapter(name).overwrite(df, name, properties)
 
     def replace_days(self, df: DataFrame, name: str, days: DayRange, operation: str) -> int | None:
         return self.adapter(name).replace_days(df, name, days, operation)

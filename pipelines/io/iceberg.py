@@ -218,13 +218,21 @@ class IcebergFormat:
         rows = changed.select(F.col(f"partition.{column}").alias("d")).distinct().collect()
         return sorted(r.d for r in rows if r.d is not None)
 
-    def merge(self, df: DataFrame, name: str, merge: Merge) -> None:
-        """`MERGE INTO` the table."""
-        merge.run(df, self.qualified(name))
+    def merge(self, df: DataFrame, name: str, merge: Merge, properties: Mapping[str, str] | None = None) -> None:
+        """`MERGE INTO` the table; `properties` go into its snapshot's summary (infra/jvm `CommitProperties`: a
+        MERGE takes no write options)."""
+        if not properties:
+            merge.run(df, self.qualified(name))
+            return
+        helper = df.sparkSession._jvm.tributary.write.CommitProperties  # type: ignore[union-attr]
+        merge.run(df, self.qualified(name), lambda built: helper.merge(built._jwriter, dict(properties)))
 
-    def overwrite(self, df: DataFrame, name: str) -> None:
-        """One Iceberg overwrite commit replacing every row."""
-        df.writeTo(self.qualified(name)).overwrite(F.lit(True))
+    def overwrite(self, df: DataFrame, name: str, properties: Mapping[str, str] | None = None) -> None:
+        """One Iceberg overwrite commit replacing every row, with `properties` in its summary."""
+        writer = df.writeTo(self.qualified(name))
+        for key, value in (properties or {}).items():
+            writer = writer.option(f"snapshot-property.{key}", value)
+        writer.overwrite(F.lit(True))
 
     def change_feed(self, spark: SparkSession, name: str, since: int, until: int) -> DataFrame:
         """The table's changes in the snapshots after `since` up to `until` (`iceberg_history.changelog`)."""

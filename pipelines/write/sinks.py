@@ -77,22 +77,25 @@ class BatchContext:
         Delta file written without statistics counts no rows.)"""
         return self.fmt.stats(self.spark, table).data_files == 0
 
-    def merge(self, rows: DataFrame, table: str, merge: Merge, upserted: int) -> None:
-        """MERGE `rows` into `table`, counting `upserted` rows. Into a table without data files (a first load) the
-        MERGE is an append of the rows it would insert, once per (writer, batch), without its join against the
-        table: a replay finds those rows committed and merges, which changes nothing."""
+    def merge(
+        self, rows: DataFrame, table: str, merge: Merge, upserted: int, properties: Mapping[str, str] | None = None
+    ) -> None:
+        """MERGE `rows` into `table`, counting `upserted` rows, with `properties` in the commit. Into a table without
+        data files (a first load) the MERGE is an append of the rows it would insert, once per (writer, batch),
+        without its join against the table: a replay finds those rows committed and merges, which changes
+        nothing."""
         if self.holds_no_files(table):
-            self.append(merge.inserted(rows), table)
+            self.append(merge.inserted(rows), table, properties)
             return
-        self.fmt.merge(rows, table, merge)
+        self.fmt.merge(rows, table, merge, properties)
         self.metrics[f"rows_upserted:{table}"] += upserted
 
-    def overwrite(self, rows: DataFrame) -> None:
-        """Replace the table's rows with `rows` in one commit, counting them."""
+    def overwrite(self, rows: DataFrame, properties: Mapping[str, str] | None = None) -> None:
+        """Replace the table's rows with `rows` in one commit (with `properties` in it), counting them."""
         rows = rows.persist()
         try:
             n = rows.count()
-            self.fmt.overwrite(rows, self.table)
+            self.fmt.overwrite(rows, self.table, properties)
         finally:
             rows.unpersist()
         self.metrics[f"rows_upserted:{self.table}"] += n
@@ -231,27 +234,43 @@ class RecomputeMergeSink(Sink):
     def write(self, ctx: BatchContext, df: DataFrame) -> None:
         """MERGE the recomputed rows for the touched keys into the target table."""
         empty = ctx.holds_no_files(ctx.table)
+        touched = self.touched(ctx, df, empty)
+        if touched:
+            self.merge_recomputed(ctx, self.recompute(ctx.spark, ctx.fmt, touched), touched, empty)
+
+    def touched(self, ctx: BatchContext, df: DataFrame, empty: bool) -> list[dict]:
+        """The groups (`by` values) batch `df` touches; into an `empty` table, every group the upstream holds."""
         with ctx.clock.stage("batch.keys"):
             if empty and self.upstream_keys is not None and not df.isEmpty():
                 keys = self.upstream_keys(ctx.spark, ctx.fmt)
             else:
                 keys = self.affected(df)
             touched = [r.asDict() for r in keys.distinct().collect()]
-        if not touched:
-            return
         days = [v for key in touched for v in key.values() if isinstance(v, date) and not isinstance(v, datetime)]
         if days and ctx.home is not None:
             note_first_day(ctx.home, min(days))
-        rows = self.recompute(ctx.spark, ctx.fmt, touched)
+        return touched
+
+    def merge_recomputed(
+        self,
+        ctx: BatchContext,
+        rows: DataFrame,
+        touched: list[dict],
+        empty: bool,
+        properties: Mapping[str, str] | None = None,
+    ) -> None:
+        """MERGE the recomputed `rows` of the `touched` groups by the keys (with `properties` in the commit)."""
         ctx.metrics["keys_recomputed"] += len(touched)
         if empty:  # the MERGE is an append (`BatchContext.merge`), without the count
-            ctx.append(rows, ctx.table)
+            ctx.append(rows, ctx.table, properties)
             return
         rows = rows.persist()
         try:
             with ctx.clock.stage("batch.recompute"):
                 upserted = rows.count()
-            ctx.merge(rows, ctx.table, Merge(self.keys), upserted=upserted)
+            # Null-safe: a group-by keeps a NULL key as a group, which a plain `=` match would insert again.
+            merge = Merge(self.keys, null_safe_keys=True)
+            ctx.merge(rows, ctx.table, merge, upserted=upserted, properties=properties)
         finally:
             rows.unpersist()
 

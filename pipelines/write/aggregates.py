@@ -1,0 +1,148 @@
+"""Incremental aggregates: when a recompute table's function is a group-by whose stored rows can absorb a batch's.
+
+A gold function such as `orders.groupBy("day", "region").agg(F.count(...), F.sum("amount"))` gives, on a batch of
+new upstream rows, a partial aggregate per group; merged into the stored row column by column (counts and sums
+added, minimums and maximums kept), it gives what recomputing the group from every upstream row gives, to the last
+digit, because each of those aggregates of a union is the same aggregate of its parts' results. That holds only for
+a function that is, in its analyzed plan (`combinations`):
+
+- one `Aggregate` at the top (under nothing but a projection of its own columns), grouped by plain columns that
+  are exactly the table's keys, each output a grouping column or one aggregate;
+- each aggregate `count`, `sum` of integers or decimals (a sum of floats depends on the order it adds in), `min`
+  or `max`, neither `DISTINCT` nor with a `FILTER`;
+- over projections and filters only, all deterministic and without subqueries, of the one upstream relation.
+
+Anything else (an average, a distinct count, a join, a window, a float sum) is recomputed as before. Whether the
+stored rows hold exactly the upstream rows of the batches up to some batch is recorded in each commit that writes
+them (`AggregatedThrough`); `pipelines.write.sinks.IncrementalAggregateSink` decides from it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from pyspark.sql import DataFrame
+
+# The snapshot-summary (Iceberg) or commit-info (Delta) key of the commit's `AggregatedThrough`.
+AGGREGATED_THROUGH = "tributary.aggregated-through"
+
+_COMBINABLE = {"count", "sum", "min", "max"}
+# Row-wise plan nodes a group-by of a union distributes over.
+_ROW_WISE = {"Project", "Filter", "SubqueryAlias"}
+_EXACT_SUM_INPUTS = ("byte", "short", "integer", "long", "decimal")
+
+
+def combinations(df: DataFrame, keys: tuple[str, ...]) -> dict[str, str] | None:
+    """Per output column that is not a key, how a batch's value combines with the stored one (`count`, `sum`,
+    `min`, `max`); None when `df`'s plan is not a group-by of such aggregates by exactly `keys` (module
+    docstring)."""
+    plan: Any = df._jdf.queryExecution().analyzed()
+    outputs = [_name(a) for a in _items(plan.output())]
+    if plan.nodeName() == "Project":
+        if not all(e.getClass().getSimpleName() == "AttributeReference" for e in _items(plan.projectList())):
+            return None
+        plan = plan.child()
+    if plan.nodeName() != "Aggregate" or not _row_wise(plan.child()):
+        return None
+    grouping = list(_items(plan.groupingExpressions()))
+    if any(g.getClass().getSimpleName() != "AttributeReference" for g in grouping):
+        return None
+    if sorted(_name(g) for g in grouping) != sorted(keys):
+        return None
+    combine: dict[str, str] = {}
+    for expression in _items(plan.aggregateExpressions()):
+        kind = expression.getClass().getSimpleName()
+        if kind == "AttributeReference" and _name(expression) in keys:
+            continue
+        how = _combinable(expression) if kind == "Alias" else None
+        if how is None:
+            return None
+        combine[_name(expression)] = how
+    if set(outputs) != set(keys) | set(combine) or len(outputs) != len(keys) + len(combine):
+        return None
+    return {name: combine[name] for name in outputs if name in combine}
+
+
+def _combinable(alias: Any) -> str | None:
+    aggregate = alias.child()
+    if aggregate.getClass().getSimpleName() != "AggregateExpression":
+        return None
+    if aggregate.isDistinct() or aggregate.filter().isDefined():
+        return None
+    function = aggregate.aggregateFunction()
+    name = function.prettyName()
+    if name not in _COMBINABLE:
+        return None
+    if name == "sum" and not function.child().dataType().typeName().startswith(_EXACT_SUM_INPUTS):
+        return None
+    if not all(child.deterministic() for child in _items(function.children())):
+        return None
+    return name
+
+
+def _row_wise(plan: Any) -> bool:
+    """Whether `plan` is row-wise, deterministic and subquery-free down to one leaf."""
+    while plan.children().size() == 1:
+        if plan.nodeName() not in _ROW_WISE or not _plain(plan):
+            return False
+        plan = plan.children().apply(0)
+    return plan.children().size() == 0 and plan.subqueries().isEmpty()
+
+
+def _plain(plan: Any) -> bool:
+    return plan.subqueries().isEmpty() and all(e.deterministic() for e in _items(plan.expressions()))
+
+
+def _items(seq: Any) -> list[Any]:
+    return [seq.apply(i) for i in range(seq.size())]
+
+
+def _name(expression: Any) -> str:
+    return str(expression.name())
+
+
+def merge_sets(combine: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
+    """The MERGE assignments (`t.` stored, `s.` batch) that fold a batch's partial rows into the stored ones."""
+    folds = {
+        "count": "t.{c} + s.{c}",
+        # A sum over no value is NULL: either side alone, else both added.
+        "sum": "coalesce(t.{c} + s.{c}, t.{c}, s.{c})",
+        "min": "least(t.{c}, s.{c})",
+        "max": "greatest(t.{c}, s.{c})",
+    }
+    return tuple((column, folds[how].format(c=column)) for column, how in combine.items())
+
+
+def fingerprint(keys: tuple[str, ...], combine: Mapping[str, str]) -> str:
+    """Names the aggregate's shape: stored rows written under another one are not combined with."""
+    return hashlib.sha256(json.dumps([list(keys), sorted(combine.items())]).encode()).hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class AggregatedThrough:
+    """What a commit's stored rows were aggregated from: no row of `upstream` (its table id) whose batch column is
+    after `through`, in the shape `shape` (`fingerprint`). A batch whose rows all come after `through` is new to
+    them, so its partial aggregate can be folded in."""
+
+    upstream: str
+    through: int
+    shape: str
+
+    def property(self) -> dict[str, str]:
+        """As the commit property that records it."""
+        value = {"upstream": self.upstream, "through": self.through, "shape": self.shape}
+        return {AGGREGATED_THROUGH: json.dumps(value)}
+
+    @classmethod
+    def read(cls, properties: Mapping[str, str] | None) -> AggregatedThrough | None:
+        """From a commit's properties (None when absent or unreadable)."""
+        text = (properties or {}).get(AGGREGATED_THROUGH)
+        try:
+            value = json.loads(text) if text else None
+            return cls(str(value["upstream"]), int(value["through"]), str(value["shape"])) if value else None
+        except (ValueError, KeyError, TypeError):
+            return None
