@@ -165,9 +165,12 @@ def _run_tributary(home: Path) -> dict[str, float]:
 
 def read_golds(config: dict[str, Any]) -> dict[str, Any]:
     """Both golds' rows (`python -m bench.sdp_peer golds CONFIG`, in a process of its own), and silver's rows."""
+    from pyspark.sql import functions as F
+
     from bench.wide_tables import GOLD, GOLD_COLUMNS, SILVER
     from infra.spark import get_spark
     from pipelines.io.formats import table_format
+    from pipelines.run.run_log import RUN_LOG
 
     settings = Settings.from_env(home=Path(config["home"])).with_home(Path(config["home"]))
     spark = get_spark(settings)
@@ -176,8 +179,12 @@ def read_golds(config: dict[str, Any]) -> dict[str, Any]:
     peer_path = Path(config["sdp"]) / "warehouse" / SDP_GOLD
     peer = spark.read.parquet(str(peer_path)).select(*GOLD_COLUMNS).collect()
     silver = spark.read.parquet(str(Path(config["sdp"]) / "warehouse" / "silver_wide_orders")).count()
+    # Our gold's runs, oldest first: which stages each spent time in (`batch.partial`: the batch was folded in).
+    runs = fmt.read(spark, RUN_LOG).filter(F.col("table_name") == GOLD).orderBy("started_at")
+    stages = [json.loads(r.stage_seconds or "{}") for r in runs.select("stage_seconds").collect()]
     return {
         "ours": _gold_rows(ours),
+        "gold_stages": stages,
         "sdp": _gold_rows(peer),
         "silver_rows": fmt.stats(spark, SILVER).rows,
         "sdp_silver_rows": silver,
@@ -225,6 +232,9 @@ def bench_sdp_peer(settings: Settings, rows: int = 5_000_000, increment_rows: in
         "ratio_increment_vs_sdp": ratio("increment"),
         "gold_rows": len(golds["ours"]),
         "gold_equal": golds["ours"] == golds["sdp"],
+        # The increment's batch folded into the stored aggregate rather than recomputing the days it touched.
+        "gold_increment_folded": "batch.partial" in golds["gold_stages"][-1],
+        "gold_increment_stages": golds["gold_stages"][-1],
         "silver_rows": golds["silver_rows"],
         "sdp_silver_rows": golds["sdp_silver_rows"],
         "silver_rows_expected": expected,

@@ -9,7 +9,8 @@ a function that is, in its analyzed plan (`combinations`):
 - one `Aggregate` at the top (under nothing but a projection of its own columns), grouped by plain columns that
   are exactly the table's keys, each output a grouping column or one aggregate;
 - each aggregate `count`, `sum` of integers or decimals (a sum of floats depends on the order it adds in), `min`
-  or `max`, neither `DISTINCT` nor with a `FILTER`;
+  or `max`, neither `DISTINCT` nor with a `FILTER`, possibly cast to an integer or decimal type that keeps its
+  values (no smaller decimal scale; under ANSI mode, where a value that does not fit fails the cast);
 - over projections and filters only, all deterministic and without subqueries, of the one upstream relation.
 
 Anything else (an average, a distinct count, a join, a window, a float sum) is recomputed as before. Whether the
@@ -41,6 +42,7 @@ def combinations(df: DataFrame, keys: tuple[str, ...]) -> dict[str, str] | None:
     `min`, `max`); None when `df`'s plan is not a group-by of such aggregates by exactly `keys` (module
     docstring)."""
     plan: Any = df._jdf.queryExecution().analyzed()
+    ansi = df.sparkSession.conf.get("spark.sql.ansi.enabled", "true") == "true"
     outputs = [_name(a) for a in _items(plan.output())]
     if plan.nodeName() == "Project":
         if not all(e.getClass().getSimpleName() == "AttributeReference" for e in _items(plan.projectList())):
@@ -58,7 +60,7 @@ def combinations(df: DataFrame, keys: tuple[str, ...]) -> dict[str, str] | None:
         kind = expression.getClass().getSimpleName()
         if kind == "AttributeReference" and _name(expression) in keys:
             continue
-        how = _combinable(expression) if kind == "Alias" else None
+        how = _combinable(expression, ansi) if kind == "Alias" else None
         if how is None:
             return None
         combine[_name(expression)] = how
@@ -67,8 +69,12 @@ def combinations(df: DataFrame, keys: tuple[str, ...]) -> dict[str, str] | None:
     return {name: combine[name] for name in outputs if name in combine}
 
 
-def _combinable(alias: Any) -> str | None:
+def _combinable(alias: Any, ansi: bool) -> str | None:
     aggregate = alias.child()
+    if aggregate.getClass().getSimpleName() == "Cast":
+        if not ansi or not _exact_cast(aggregate.child().dataType(), aggregate.dataType()):
+            return None
+        aggregate = aggregate.child()
     if aggregate.getClass().getSimpleName() != "AggregateExpression":
         return None
     if aggregate.isDistinct() or aggregate.filter().isDefined():
@@ -82,6 +88,17 @@ def _combinable(alias: Any) -> str | None:
     if not all(child.deterministic() for child in _items(function.children())):
         return None
     return name
+
+
+def _exact_cast(source: Any, target: Any) -> bool:
+    """Whether casting a number of type `source` to `target` keeps every value it can hold exactly (or, under ANSI
+    mode, fails): integers to integers or decimals, decimals to decimals of no smaller scale. Then the cast of a
+    combined value is the combination of the cast values."""
+    kinds = {"byte": 0, "short": 0, "integer": 0, "long": 0}
+    source_name, target_name = str(source.typeName()), str(target.typeName())
+    if source_name in kinds:
+        return target_name in kinds or target_name.startswith("decimal")
+    return source_name.startswith("decimal") and target_name.startswith("decimal") and target.scale() >= source.scale()
 
 
 def _row_wise(plan: Any) -> bool:
