@@ -8,9 +8,9 @@ a function that is, in its analyzed plan (`combinations`):
 
 - one `Aggregate` at the top (under nothing but a projection of its own columns), grouped by plain columns that
   are exactly the table's keys, each output a grouping column or one aggregate;
-- each aggregate `count`, `sum` of integers or decimals (a sum of floats depends on the order it adds in), `min`
-  or `max`, neither `DISTINCT` nor with a `FILTER`, possibly cast to an integer or decimal type that keeps its
-  values (no smaller decimal scale; under ANSI mode, where a value that does not fit fails the cast);
+- each aggregate `count`, `sum` of integers or decimals of at most 37 digits (a sum of floats depends on the order
+  it adds in), `min` or `max`, neither `DISTINCT` nor with a `FILTER`, possibly cast to a type that keeps its
+  values (`_exact_cast`);
 - over projections and filters only, all deterministic and without subqueries, of the one upstream relation.
 
 Anything else (an average, a distinct count, a join, a window, a float sum) is recomputed as before. Whether the
@@ -72,7 +72,7 @@ def combinations(df: DataFrame, keys: tuple[str, ...]) -> dict[str, str] | None:
 def _combinable(alias: Any, ansi: bool) -> str | None:
     aggregate = alias.child()
     if aggregate.getClass().getSimpleName() == "Cast":
-        if not ansi or not _exact_cast(aggregate.child().dataType(), aggregate.dataType()):
+        if not _exact_cast(aggregate.child().dataType(), aggregate.dataType(), ansi):
             return None
         aggregate = aggregate.child()
     if aggregate.getClass().getSimpleName() != "AggregateExpression":
@@ -85,20 +85,36 @@ def _combinable(alias: Any, ansi: bool) -> str | None:
         return None
     if name == "sum" and not function.child().dataType().typeName().startswith(_EXACT_SUM_INPUTS):
         return None
+    stored = alias.dataType()
+    if name == "sum" and str(stored.typeName()).startswith("decimal") and int(stored.precision()) > 37:
+        return None  # stored + batch would pass Spark's 38 digits, where it may round to a smaller scale
     if not all(child.deterministic() for child in _items(function.children())):
         return None
     return name
 
 
-def _exact_cast(source: Any, target: Any) -> bool:
-    """Whether casting a number of type `source` to `target` keeps every value it can hold exactly (or, under ANSI
-    mode, fails): integers to integers or decimals, decimals to decimals of no smaller scale. Then the cast of a
-    combined value is the combination of the cast values."""
-    kinds = {"byte": 0, "short": 0, "integer": 0, "long": 0}
+# Integer types by the decimal digits their values can need.
+_INTEGER_DIGITS = {"byte": 3, "short": 5, "integer": 10, "long": 19}
+
+
+def _exact_cast(source: Any, target: Any, ansi: bool) -> bool:
+    """Whether the cast of a number from `source` to `target` commutes with combining: it keeps every value (an
+    integer to a wider integer or to a decimal with as many integer digits, a decimal to one with no fewer integer
+    digits and no smaller scale), or, under ANSI mode, fails on a value it cannot keep (then any integer to
+    integer or decimal, and any decimal to a decimal of no smaller scale). Without ANSI mode a narrowing cast gives
+    NULL for a part that does not fit where the whole might, so it is not combined."""
     source_name, target_name = str(source.typeName()), str(target.typeName())
-    if source_name in kinds:
-        return target_name in kinds or target_name.startswith("decimal")
-    return source_name.startswith("decimal") and target_name.startswith("decimal") and target.scale() >= source.scale()
+    if source_name in _INTEGER_DIGITS:
+        digits, scale = _INTEGER_DIGITS[source_name], 0
+    elif source_name.startswith("decimal"):
+        digits, scale = int(source.precision()) - int(source.scale()), int(source.scale())
+    else:
+        return False
+    if target_name in _INTEGER_DIGITS:
+        return scale == 0 and (ansi or (_INTEGER_DIGITS[target_name] >= digits and source_name in _INTEGER_DIGITS))
+    if not target_name.startswith("decimal") or int(target.scale()) < scale:
+        return False
+    return ansi or int(target.precision()) - int(target.scale()) >= digits
 
 
 def _row_wise(plan: Any) -> bool:
@@ -126,8 +142,8 @@ def merge_sets(combine: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
     """The MERGE assignments (`t.` stored, `s.` batch) that fold a batch's partial rows into the stored ones."""
     folds = {
         "count": "t.{c} + s.{c}",
-        # A sum over no value is NULL: either side alone, else both added.
-        "sum": "coalesce(t.{c} + s.{c}, t.{c}, s.{c})",
+        # A sum over no value is NULL: then the other side alone, else both added (an overflow stays an overflow).
+        "sum": "CASE WHEN t.{c} IS NULL THEN s.{c} WHEN s.{c} IS NULL THEN t.{c} ELSE t.{c} + s.{c} END",
         "min": "least(t.{c}, s.{c})",
         "max": "greatest(t.{c}, s.{c})",
     }

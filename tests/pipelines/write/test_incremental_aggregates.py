@@ -217,9 +217,18 @@ def test_a_changed_function_recomputes_the_table_whole(spark, fresh_settings, tm
         ("df.groupBy('k').agg(F.count('v').alias('n'), F.sum('v').alias('s'), F.max('t').alias('m'))", True),
         ("df.filter('v > 1').withColumn('w', F.col('v') * 2).groupBy('k').agg(F.sum('w').alias('s'))", True),
         ("df.groupBy('k').agg(F.sum('v').alias('s')).select('s', 'k')", True),
-        ("df.groupBy('k').agg(F.sum('v').cast('decimal(20,2)').alias('s'), F.count('t').cast('int').alias('n'))", True),
-        ("df.groupBy('k').agg(F.sum('d').cast('decimal(20,1)').alias('s'))", False),  # rounds each part
+        # Casts that keep every value combine; a narrowing one (NULL for a part that does not fit, without ANSI
+        # mode) or one to a smaller scale (rounding each part) does not.
+        (
+            "df.groupBy('k').agg(F.sum('v').cast('decimal(22,2)').alias('s'), F.count('t').cast('long').alias('n'))",
+            True,
+        ),
+        ("df.groupBy('k').agg(F.sum('d').cast('decimal(22,2)').alias('s'))", True),
+        ("df.groupBy('k').agg(F.sum('d').cast('decimal(18,2)').alias('s'))", False),
+        ("df.groupBy('k').agg(F.count('t').cast('int').alias('n'))", False),
+        ("df.groupBy('k').agg(F.sum('d').cast('decimal(20,1)').alias('s'))", False),
         ("df.groupBy('k').agg(F.sum('d').cast('long').alias('s'))", False),
+        ("df.groupBy('k').agg(F.sum('w').alias('s'))", False),  # decimal(38,2): stored + batch may round
         ("df.groupBy('k').agg(F.avg('v').alias('a'))", False),
         ("df.groupBy('k').agg(F.sum('f').alias('s'))", False),  # a float sum depends on the order it adds in
         ("df.groupBy('k').agg(F.countDistinct('v').alias('n'))", False),
@@ -236,6 +245,6 @@ def test_a_changed_function_recomputes_the_table_whole(spark, fresh_settings, tm
 def test_which_functions_combine(spark, query, combinable):
     from pyspark.sql import functions as F  # noqa: F401 (the queries use it)
 
-    schema = "k int, v int, f double, t string, d decimal(9,2)"
-    df = spark.createDataFrame([(1, 2, 1.5, "x", Decimal("1.25"))], schema)  # noqa: F841
+    schema = "k int, v int, f double, t string, d decimal(9,2), w decimal(30,2)"
+    df = spark.createDataFrame([(1, 2, 1.5, "x", Decimal("1.25"), Decimal("2.50"))], schema)  # noqa: F841
     assert (combinations(eval(query), ("k",)) is not None) is combinable
