@@ -159,7 +159,7 @@ class Recompute(Kind):
 
         common = {"keys": self.keys, "affected": affected, "recompute": recompute, "upstream_keys": upstream_keys}
         if d.statics:  # a reference table can change under stored rows: only a recompute stays exact
-            sink: RecomputeMergeSink = RecomputeMergeSink(**common, by=by)
+            sink: RecomputeMergeSink = RecomputeMergeSink(**common, by=by, upstream=d.streams[0])
         else:  # folds batches in when the function is a combinable group-by (pipelines.write.aggregates)
             sink = IncrementalAggregateSink(
                 **common, by=by, upstream=d.streams[0], partial=call, recompute_through=recompute_through

@@ -25,7 +25,7 @@ from pyspark.sql import functions as F
 
 from pipelines.io.formats import Merge, TableFormat
 from pipelines.write.aggregates import AggregatedThrough, combinations, fingerprint, merge_sets
-from pipelines.write.sinks import BatchContext, RecomputeMergeSink
+from pipelines.write.sinks import ROWS_IN, BatchContext, RecomputeMergeSink
 
 # The upstream column naming the batch that wrote each row (bronze and silver tables carry it).
 BATCH_COLUMN = "_batch_id"
@@ -35,7 +35,6 @@ BATCH_COLUMN = "_batch_id"
 class IncrementalAggregateSink(RecomputeMergeSink):
     """`RecomputeMergeSink` that folds a batch's partial aggregate in when that is exact (module docstring)."""
 
-    upstream: str = ""
     # The table's function on a batch of upstream rows (its partial aggregate).
     partial: Callable[[DataFrame], DataFrame] | None = None
     # The recomputed rows of the touched groups from the upstream rows of batches up to the given one.
@@ -51,25 +50,33 @@ class IncrementalAggregateSink(RecomputeMergeSink):
             return
         spark, fmt = ctx.spark, ctx.fmt
         shape = fingerprint(self.keys, combine)
-        empty = ctx.holds_no_files(ctx.table)
         upstream_id = fmt.table_id(spark, self.upstream)
-        stored = None if empty else self._stored(ctx)
-        if stored is None or stored.upstream != upstream_id or stored.shape != shape:
-            self._recompute_whole(ctx, df, empty, upstream_id, shape)
+        if ctx.holds_no_files(ctx.table):
+            # A first load takes every upstream row (read from the table, not from the batch): those are its rows in.
+            ctx.metrics[ROWS_IN] += fmt.stats(spark, self.upstream).rows
+            self._recompute_whole(ctx, df, True, upstream_id, shape)
             return
         with ctx.clock.stage("batch.keys"):
-            first, last = df.agg(F.min(BATCH_COLUMN), F.max(BATCH_COLUMN)).first()
-        if first is None:
+            first, last, rows = df.agg(F.min(BATCH_COLUMN), F.max(BATCH_COLUMN), F.count(F.lit(1))).first()
+        # The batch is read more than once (its range, then its partial aggregate or groups): Spark's count of the
+        # rows read would count it twice.
+        ctx.metrics[ROWS_IN] += rows
+        if not rows:
             return
-        record = AggregatedThrough(upstream_id, max(stored.through, last), shape).property()
+        stored = self._stored(ctx)
+        if stored is None or stored.upstream != upstream_id or stored.shape != shape:
+            self._recompute_whole(ctx, df, False, upstream_id, shape)
+            return
+        through = max(stored.through, last)
+        record = AggregatedThrough(upstream_id, through, shape).property()
         if first > stored.through:
             self._fold(ctx, self.partial(df), combine, record)
             return
         ctx.metrics["aggregate_batches_recomputed"] += 1
         touched = self.touched(ctx, df, empty=False)
         if touched:
-            rows = self.recompute_through(spark, fmt, touched, max(stored.through, last))
-            self.merge_recomputed(ctx, rows, touched, empty=False, properties=record)
+            rows_of_groups = self.recompute_through(spark, fmt, touched, through)
+            self.merge_recomputed(ctx, rows_of_groups, touched, empty=False, properties=record)
 
     def _stored(self, ctx: BatchContext) -> AggregatedThrough | None:
         """The record on the table's newest data commit (compactions pass it on unchanged)."""

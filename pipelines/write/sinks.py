@@ -227,6 +227,8 @@ class RecomputeMergeSink(Sink):
     # The upstream columns `affected` selects (the groups); a following table deletes a group's rows that a
     # recompute no longer returns.
     by: tuple[str, ...] = ()
+    # The upstream table (whose rows a first load reads from the table rather than from its batch).
+    upstream: str = ""
 
     def __post_init__(self) -> None:
         check_column_names(self.keys)
@@ -235,8 +237,15 @@ class RecomputeMergeSink(Sink):
         """MERGE the recomputed rows for the touched keys into the target table."""
         empty = ctx.holds_no_files(ctx.table)
         touched = self.touched(ctx, df, empty)
-        if touched:
-            self.merge_recomputed(ctx, self.recompute(ctx.spark, ctx.fmt, touched), touched, empty)
+        if not touched:
+            return
+        if empty and self.upstream:
+            # A first load reads every upstream row from the table, its batch only for whether it holds one: Spark
+            # counts that one row in. Its rows in are the upstream's rows (then every batch of the run counts its own).
+            ctx.metrics[ROWS_IN] += ctx.fmt.stats(ctx.spark, self.upstream).rows
+        elif ROWS_IN in ctx.metrics:
+            ctx.metrics[ROWS_IN] += df.count()
+        self.merge_recomputed(ctx, self.recompute(ctx.spark, ctx.fmt, touched), touched, empty)
 
     def touched(self, ctx: BatchContext, df: DataFrame, empty: bool) -> list[dict]:
         """The groups (`by` values) batch `df` touches; into an `empty` table, every group the upstream holds."""

@@ -144,6 +144,10 @@ def test_a_combinable_gold_folds_batches_in_and_stays_exact(spark, format_settin
         reports = {r.table: r for r in run_pipeline(spark, settings, registry)}
         assert _rows(spark, settings, "gold.daily") == _expected(landings[: i + 1]), f"after landing {i}"
         metrics = reports["gold.daily"].metrics
+        # Rows in: the silver rows the batch added (the first load: every silver row), each counted once.
+        seen = {x["order_id"] for landing in landings[:i] for x in landing}
+        added = len({x["order_id"] for x in lines} - seen)
+        assert reports["gold.daily"].rows_in == reports["gold.daily_mean"].rows_in == added
         if i:  # every group touched, none recomputed: the batch's partial rows are folded in
             assert metrics["aggregate_batches_folded"] == 1 and metrics.get("keys_recomputed", 0) == 0, metrics
             assert metrics["groups_folded"] == len({(x["day"], x["region"]) for x in lines if x["qty"] > 0})
