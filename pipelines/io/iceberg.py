@@ -16,7 +16,7 @@ from infra.settings import Settings
 from infra.spark import get_spark
 from infra.sql.catalog import CatalogReader
 from infra.sql.table_metadata import Snapshot, TableMetadata
-from pipelines.io import iceberg_history
+from pipelines.io import iceberg_commits, iceberg_history
 from pipelines.io.checkpoints import ConsumerPosition, caught_up_offsets, restart_position
 from pipelines.io.format_types import DayRange, Merge, Staged, TableStats, check_schema
 from pipelines.io.iceberg_history import (
@@ -219,20 +219,12 @@ class IcebergFormat:
         return sorted(r.d for r in rows if r.d is not None)
 
     def merge(self, df: DataFrame, name: str, merge: Merge, properties: Mapping[str, str] | None = None) -> None:
-        """`MERGE INTO` the table; `properties` go into its snapshot's summary (infra/jvm `CommitProperties`: a
-        MERGE takes no write options)."""
-        if not properties:
-            merge.run(df, self.qualified(name))
-            return
-        helper = df.sparkSession._jvm.tributary.write.CommitProperties  # type: ignore[union-attr]
-        merge.run(df, self.qualified(name), lambda built: helper.merge(built._jwriter, dict(properties)))
+        """`MERGE INTO` the table, with `properties` in its summary."""
+        iceberg_commits.merge(df, self.qualified(name), merge, properties)
 
     def overwrite(self, df: DataFrame, name: str, properties: Mapping[str, str] | None = None) -> None:
         """One Iceberg overwrite commit replacing every row, with `properties` in its summary."""
-        writer = df.writeTo(self.qualified(name))
-        for key, value in (properties or {}).items():
-            writer = writer.option(f"snapshot-property.{key}", value)
-        writer.overwrite(F.lit(True))
+        iceberg_commits.overwrite(df, self.qualified(name), properties)
 
     def change_feed(self, spark: SparkSession, name: str, since: int, until: int) -> DataFrame:
         """The table's changes in the snapshots after `since` up to `until` (`iceberg_history.changelog`)."""
