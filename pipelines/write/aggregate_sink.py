@@ -43,7 +43,8 @@ class IncrementalAggregateSink(RecomputeMergeSink):
     def write(self, ctx: BatchContext, df: DataFrame) -> None:
         """Fold the batch in, recompute the groups it touches, or recompute the table (module docstring)."""
         assert self.partial is not None and self.recompute_through is not None
-        combine = combinations(self.partial(df), self.keys) if BATCH_COLUMN in df.columns else None
+        partial = self.partial(df)  # planned once: its plan says whether it combines, and it is what is folded in
+        combine = combinations(partial, self.keys) if BATCH_COLUMN in df.columns else None
         if combine is None:
             ctx.metrics["aggregate_not_combinable"] = 1
             super().write(ctx, df)
@@ -70,7 +71,7 @@ class IncrementalAggregateSink(RecomputeMergeSink):
         through = max(stored.through, last)
         record = AggregatedThrough(upstream_id, through, shape).property()
         if first > stored.through:
-            self._fold(ctx, self.partial(df), combine, record)
+            self._fold(ctx, partial, combine, record)
             return
         ctx.metrics["aggregate_batches_recomputed"] += 1
         touched = self.touched(ctx, df, empty=False)
