@@ -91,6 +91,16 @@ def sqlalchemy_of_jdbc(jdbc: str) -> str:
     return f"postgresql+psycopg2://{login}{parts.hostname}{port}/{parts.path.strip('/')}"
 
 
+def postgres_dsn(settings: Settings) -> str | None:
+    """A libpq URI (psycopg2) of the catalog database when it is PostgreSQL, else None: from
+    `TRIBUTARY_CATALOG_SQLALCHEMY_URI` when set, else from the JDBC URL."""
+    jdbc = settings.jdbc_catalog_uri
+    if not jdbc.startswith("jdbc:postgresql:"):
+        return None
+    uri = os.environ.get("TRIBUTARY_CATALOG_SQLALCHEMY_URI") or sqlalchemy_of_jdbc(jdbc)
+    return re.sub(r"^postgresql\+\w+://", "postgresql://", uri)
+
+
 def _without_password(url: str) -> str:
     return re.sub(r"password=[^&;]*", "password=***", url)
 

@@ -8,6 +8,7 @@ whether anything is new, the batches, the bookkeeping after them. A streaming ki
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import replace
 from datetime import UTC, datetime
@@ -61,8 +62,8 @@ def run_table(spark: Session, settings: Settings, spec: TableSpec) -> RunReport:
     try:
         with ExitStack() as held:
             with clock.stage("lock"):
-                held.enter_context(table_lock(settings, spec.name, settings.lock_wait_seconds))
-            report = _run_locked(spark, settings, spec, clock, started)
+                lock = held.enter_context(table_lock(settings, spec.name, settings.lock_wait_seconds))
+            report = _run_locked(spark, settings, spec, clock, started, lock.fence)
     except Exception as exc:
         run_log.record(settings, spec.name, started_at, error=exc)
         progress.ended(spec.name, "failed", 0)
@@ -73,12 +74,14 @@ def run_table(spark: Session, settings: Settings, spec: TableSpec) -> RunReport:
     return report
 
 
-def _run_locked(session: Session, settings: Settings, spec: TableSpec, clock: Stopwatch, started: float) -> RunReport:
+def _run_locked(
+    session: Session, settings: Settings, spec: TableSpec, clock: Stopwatch, started: float, fence: Callable[[], None]
+) -> RunReport:
     flows = spec.all_flows()
     fmt = table_format(settings)
     report = RunReport(table=spec.name, trigger=kind_of(spec.source).trigger)
     if len(flows) == 1:
-        run = Run(session, settings, fmt, spec, clock, report)
+        run = Run(session, settings, fmt, spec, clock, report, fence=fence)
         _run_flow(run, kind_of(spec.source), flows[0])
         return _finish(run, started)
     lineage = lineage_of(f.source for f in flows)
@@ -86,6 +89,7 @@ def _run_locked(session: Session, settings: Settings, spec: TableSpec, clock: St
     for flow in flows:
         flow_started = time.perf_counter()
         run = Run(session, settings, fmt, _flow_spec(spec, flow, lineage), clock, RunReport(spec.name, report.trigger))
+        run.fence = fence
         run.flow = flow.name
         _run_flow(run, kind_of(flow.source), flow)
         run.report.seconds = round(time.perf_counter() - flow_started, 3)

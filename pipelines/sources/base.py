@@ -9,6 +9,7 @@ the authoring layer need to know. The runner (`pipelines.run.runner`) is one loo
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
@@ -16,6 +17,7 @@ from typing import TYPE_CHECKING, ClassVar
 from infra.errors import ConfigError, PipelineError
 from infra.spark import Session, running_session, started_session
 from pipelines.spec.tables import MAIN_FLOW
+from pipelines.write.sinks import no_fence
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -54,6 +56,8 @@ class Run:
     files: list[FileHealth] = field(default_factory=list)
     # The flow being run (`TableSpec.all_flows`): the table's declared source is its main flow.
     flow: str = MAIN_FLOW
+    # Called before every commit: raises when the run lost its table's writer lock (`pipelines.run.locks`).
+    fence: Callable[[], None] = no_fence
 
     @property
     def checkpoint(self) -> Path:

@@ -148,6 +148,7 @@ class KafkaKind(SourceKind):
             with run.clock.stage("batch.write"):
                 rows = _batch_rows(spark, run.settings, spec, self.source, chunk, topics, batch_id)
                 try:
+                    run.fence()
                     added = fmt.append(rows, spec.name, flow_key(f"kafka:{spec.name}", run.flow), batch_id, properties)
                 except Exception as exc:
                     raise _read_failure(spec.name, batch_id, exc) from None

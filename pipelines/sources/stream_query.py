@@ -107,6 +107,7 @@ class StreamedKind(SourceKind):
                     stage_bytes,
                     run.settings.home,
                     spec.expectations,
+                    run.fence,
                 )
                 with run.clock.stage("batch.write"):
                     write_micro_batch(ctx, df, self, spec, headers)
@@ -155,7 +156,10 @@ class StreamedKind(SourceKind):
             explained = self.explain_failure(run)
             if explained:
                 raise PipelineError(f"table {spec.name}: {explained}") from exc
-            raise PipelineError(f"table {spec.name}: run failed: {_cause(exc)}") from exc
+            cause = _cause(exc)
+            if cause.startswith(f"table {spec.name}: "):  # a sink's own error, which names the table already
+                raise PipelineError(cause) from exc
+            raise PipelineError(f"table {spec.name}: run failed: {cause}") from exc
         finally:
             if query.isActive:
                 query.stop()

@@ -84,6 +84,7 @@ class TableChangesKind(SourceKind):
                 0,
                 run.settings.home,
                 spec.expectations,
+                run.fence,
             )
             with run.clock.stage("batch.write"):
                 spec.sink.follow(ctx, change)

@@ -34,6 +34,10 @@ _GONE = "_tributary_gone"
 ROWS_IN = "rows_in"
 
 
+def no_fence() -> None:
+    """The fence of a write that holds no writer lock of its own (its caller holds it, or a test writes)."""
+
+
 @dataclass
 class BatchContext:
     """What a sink needs to write one micro-batch; `metrics` accumulates over the run."""
@@ -54,6 +58,8 @@ class BatchContext:
     home: Path | None = None
     # The table's expectations: a validating sink records which row expectations its rows meet (`pipelines.spec.held`).
     expectations: tuple[Expectation, ...] = ()
+    # Called before every commit: raises when the run lost its table's writer lock (`pipelines.run.locks`).
+    fence: Callable[[], None] = no_fence
     _committed: dict[str, set[int]] = field(default_factory=dict)
 
     @property
@@ -87,6 +93,7 @@ class BatchContext:
         if self.holds_no_files(table):
             self.append(merge.inserted(rows), table, properties)
             return
+        self.fence()
         self.fmt.merge(rows, table, merge, properties)
         self.metrics[f"rows_upserted:{table}"] += upserted
 
@@ -95,6 +102,7 @@ class BatchContext:
         rows = rows.persist()
         try:
             n = rows.count()
+            self.fence()
             self.fmt.overwrite(rows, self.table, properties)
         finally:
             rows.unpersist()
@@ -152,6 +160,7 @@ class BatchContext:
             if replayed is not None:
                 run_without_output(replayed)
             return 0
+        self.fence()
         with self.clock.stage("batch.append"):
             added = commit()
         self._committed[table].add(self.batch_id)
@@ -165,6 +174,7 @@ class BatchContext:
 
     def publish(self, spark: SparkSession, staged: Staged, table: str) -> int:
         """Commit a staged batch to `table` (in the session that staged it); return the rows it added."""
+        self.fence()
         with self.clock.stage("batch.publish"):
             self.fmt.publish(spark, table, staged)
         self._committed.setdefault(table, set()).add(self.batch_id)

@@ -24,6 +24,7 @@ from pipelines.datasets import default_registry
 from pipelines.datasets.clickstream.sample_data import generate_clickstream, write_json_lines
 from pipelines.datasets.ecommerce.sample_data import DEFAULT_START, generate
 from pipelines.datasets.ecommerce.tables import event_counts_5m
+from pipelines.run import locks
 from pipelines.run.locks import lock_path, table_lock
 from pipelines.run.pipeline import run_pipeline
 from pipelines.run.runner import run_table
@@ -207,6 +208,36 @@ def test_lock_of_a_killed_holder_is_taken_over(fresh_settings):
     with table_lock(s, "bronze.events", wait_seconds=0):
         assert json.loads(lock_path(s, "bronze.events").read_text())["pid"] == os.getpid()
     assert time.monotonic() - started < 1
+
+
+def test_a_run_that_lost_its_lock_stops_before_its_next_commit(spark, fresh_settings, monkeypatch):
+    """The lock ends between two batches (a PostgreSQL lock's connection dropped: `test_postgres_lock` shows the
+    lock saying so); the run stops with one line before committing anything of the second batch, and a re-run
+    lands every row once."""
+    s = fresh_settings
+    landed = generate(s.landing, rows=300, files=2, seed=5)
+    spec = default_registry().get("bronze.events")
+    spec = replace(spec, source=replace(spec.source, max_files_per_trigger=1))
+    bronze = f"{s.catalog_name}.bronze.events"
+
+    class LostAfterFirstBatch(locks.FileLock):
+        def still_held(self) -> str | None:
+            if spark.catalog.tableExists(bronze) and spark.table(bronze).count():
+                return "its connection to the catalog database ended: simulated"
+            return None
+
+    monkeypatch.setattr(locks, "writer_lock", lambda settings, name: LostAfterFirstBatch(lock_path(settings, name)))
+    with pytest.raises(PipelineError) as lost:
+        run_table(spark, s, spec)
+    assert str(lost.value).startswith("table bronze.events: this run lost its writer lock (its connection to the")
+    first = len(landed.files[0].read_text().splitlines())
+    assert table(spark, s, "bronze.events").count() == first
+    assert table(spark, s, "bronze.events_files").count() == 1  # batch 1's file health was not committed either
+    monkeypatch.undo()
+    run_table(spark, s, spec)
+    assert table(spark, s, "bronze.events").count() == landed.lines
+    assert table(spark, s, "bronze.events").select("_source_file").distinct().count() == 2
+    assert table(spark, s, "bronze.events_files").count() == 2
 
 
 _HOLD_LOCK = """
