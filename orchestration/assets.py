@@ -107,13 +107,14 @@ def build_table_asset(spec: TableSpec, partitions: DailyPartitionsDefinition | N
         started = datetime.now(UTC)
         trigger = context.run.tags.get(TRIGGER_TAG, "dagster")
         try:
-            # A single-day run has a partition key; a single-run backfill of several days has a key range.
-            if partitioned and (context.has_partition_key or context.has_partition_key_range):
-                start, end = partition_days(context)
-                backfill = backfill_days(spark.session(), settings, spec, start, end)
-            else:
-                backfill = None
-                with run_context(context.run_id, trigger):  # logged in ops.run_log under Dagster's run id
+            # Logged in ops.run_log under Dagster's run id (a backfill of days too).
+            with run_context(context.run_id, trigger):
+                # A single-day run has a partition key; a single-run backfill of several days has a key range.
+                if partitioned and (context.has_partition_key or context.has_partition_key_range):
+                    start, end = partition_days(context)
+                    backfill = backfill_days(spark.session(), settings, spec, start, end)
+                else:
+                    backfill = None
                     report = run_table(spark.session, settings, spec)  # the session starts only if there is work
         except TributaryError as exc:
             raise no_retry_failure(exc) from exc

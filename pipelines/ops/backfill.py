@@ -7,6 +7,7 @@ so keys that no longer exist for a day disappear and other days are untouched.
 
 from __future__ import annotations
 
+import functools
 import time
 from datetime import date
 from typing import cast
@@ -17,6 +18,7 @@ from pyspark.sql.types import DateType
 from infra.errors import ConfigError
 from infra.settings import Settings
 from pipelines.io.formats import table_format
+from pipelines.run import run_log
 from pipelines.run.locks import table_lock
 from pipelines.sources.kinds import prepare_tables
 from pipelines.spec.tables import TableSpec
@@ -47,7 +49,8 @@ def backfillable_day_column(spec: TableSpec) -> str | None:
 def backfill_days(spark: SparkSession, settings: Settings, spec: TableSpec, start: date, end: date) -> RangeReport:
     """Recompute the days start..end of a day-partitioned recompute-and-merge table and replace exactly those days."""
     with table_lock(settings, spec.name, settings.lock_wait_seconds):
-        return _backfill_days(spark, settings, spec, start, end)
+        work = functools.partial(_backfill_days, spark, settings, spec, start, end)
+        return run_log.logged_operation(settings, spec.name, "backfill", work)
 
 
 def _backfill_days(spark: SparkSession, settings: Settings, spec: TableSpec, start: date, end: date) -> RangeReport:

@@ -11,6 +11,7 @@ run neither re-adds nor skips rows. The commit is an *overwrite*, which downstre
 
 from __future__ import annotations
 
+import functools
 import time
 from datetime import date
 
@@ -19,6 +20,7 @@ from pyspark.sql import SparkSession
 from infra.errors import ConfigError
 from infra.settings import Settings
 from pipelines.io.formats import table_format
+from pipelines.run import run_log
 from pipelines.run.locks import table_lock
 from pipelines.sources.kinds import kind_of, prepare_tables
 from pipelines.spec.registry import Registry
@@ -36,7 +38,8 @@ def reprocess(
     rows are replaced too.
     """
     with table_lock(settings, table, settings.lock_wait_seconds):
-        return _reprocess(spark, settings, registry, table, start, end)
+        work = functools.partial(_reprocess, spark, settings, registry, table, start, end)
+        return run_log.logged_operation(settings, table, "reprocess", work)
 
 
 def _reprocess(

@@ -13,7 +13,7 @@ import json
 import os
 import sys
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -27,6 +27,7 @@ import pyarrow.dataset as ds
 from infra.errors import first_line
 from infra.settings import Settings
 from pipelines.sources.report import RunReport
+from pipelines.write.ranges import RangeReport
 
 RUN_LOG = "ops.run_log"
 SCHEMA = pa.schema(
@@ -145,6 +146,10 @@ def _record(
         for name, flow in report.flows.items():
             flow_times = {**times, "status": "skipped" if flow.skipped else "succeeded"}
             rows.append(_row(context, table, name, flow, **flow_times))
+    _leave(settings, rows)
+
+
+def _leave(settings: Settings, rows: list[dict]) -> None:
     folder = pending_dir(settings)
     folder.mkdir(parents=True, exist_ok=True)
     for row in rows:
@@ -152,6 +157,53 @@ def _record(
         tmp = folder / f".{name}.tmp"
         tmp.write_text(json.dumps(row))
         os.replace(tmp, folder / f"{name}.json")  # a reader sees a whole file or none
+
+
+def record_operation(
+    settings: Settings,
+    table: str,
+    operation: str,
+    started: datetime,
+    report: RangeReport | None = None,
+    error: BaseException | None = None,
+) -> None:
+    """Leave the pending row of one operation on a table's days (a backfill or a reprocess, from the CLI or the
+    Dagster UI): its `trigger` is the run's, then `:` and the operation; `rows_written` the range's rows after it.
+    Like `record`, it never fails the operation."""
+    context = _CONTEXT.get() or RunContext(uuid.uuid4().hex, "cli")
+    row: dict[str, Any] = {
+        "log_id": f"{context.run_id}/{table}/{operation}",
+        "run_id": context.run_id,
+        "trigger": f"{context.trigger}:{operation}",
+        "table_name": table,
+        "flow": None,
+        "status": "failed" if error is not None else "succeeded",
+        "error": first_line(error) if error is not None else None,
+        "started_at": started.isoformat(),
+        "ended_at": datetime.now(UTC).isoformat(),
+    }
+    if report is not None:
+        row.update(
+            seconds=report.seconds,
+            rows_written=report.rows_after,
+            snapshot_id=str(report.snapshot_id) if report.snapshot_id is not None else None,
+        )
+    try:
+        _leave(settings, [row])
+    except OSError as exc:
+        print(f"tributary: warning: {table}'s {operation} not logged ({first_line(exc)})", file=sys.stderr)
+
+
+def logged_operation(settings: Settings, table: str, operation: str, work: Callable[[], RangeReport]) -> RangeReport:
+    """Run `work` (an operation on `table`'s days) and leave its row in the run log, failed or not."""
+    started = datetime.now(UTC)
+    try:
+        report = work()
+    except Exception as exc:
+        record_operation(settings, table, operation, started, error=exc)
+        raise
+    record_operation(settings, table, operation, started, report)
+    return report
 
 
 def _pending(settings: Settings) -> list[tuple[Path, dict]]:

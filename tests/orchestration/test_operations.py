@@ -38,6 +38,7 @@ from infra.catalog import pyiceberg_catalog
 from infra.errors import ConfigError, PipelineError
 from infra.settings import Settings
 from infra.sql.delta_tables import read_commit
+from infra.sql.query import run_query
 from orchestration.assets import TABLE_POOL, build_table_asset
 from orchestration.definitions import PIPELINE_JOB, build_definitions
 from orchestration.reprocess import FULL_REFRESH_JOB
@@ -60,6 +61,7 @@ from pipelines.io.formats import Merge, table_format
 from pipelines.ops.backfill import backfill_days
 from pipelines.ops.full_refresh import full_refresh
 from pipelines.ops.reprocess import reprocess
+from pipelines.run import run_log
 from pipelines.run.pipeline import run_pipeline
 from tests.support.devserver import QUICK_ENV, DagsterDev, free_port, wait_for
 from tests.support.helpers import rows_of, table
@@ -205,6 +207,15 @@ def test_reprocess_backfill_and_full_refresh_replace_exactly_their_scope(spark, 
     nothing = backfill_days(spark, s, registry.get(GOLD), empty_day, empty_day)
     assert (nothing.rows_before, nothing.rows_after, nothing.snapshot_id) == (0, 0, None)
     assert _snapshots(spark, s) == before
+    # Each operation left its row in ops.run_log, as table runs do.
+    run_log.fold(s)
+    logged = run_query(
+        s,
+        "SELECT table_name, trigger, status, rows_written FROM ops.run_log WHERE trigger LIKE '%:%' ORDER BY ended_at",
+    ).rows
+    operations = [("bronze.events", "cli:reprocess"), ("silver.events", "cli:reprocess")] + [(GOLD, "cli:backfill")] * 3
+    assert [(r[0], r[1]) for r in logged] == operations and {r[2] for r in logged} == {"succeeded"}
+    assert [r[3] for r in logged] == [gen.lines, silver.rows_after, report.rows_after, logged[3][3], 0]
 
     # The next incremental run neither re-adds nor skips anything, and commits nothing.
     snaps = _snapshots(spark, s)
@@ -421,6 +432,12 @@ def test_partition_backfill_from_the_ui_replaces_only_those_days(ops, landed):
     unchanged = {d: r for d, r in original.items() if d not in (D1, D2)}
     assert {d: r for d, r in after.items() if d not in (D1, D2)} == unchanged
     assert _data_files(ops, exclude=(D1, D2)) == other_files  # the other days' files were not even rewritten
+    # The backfill's run is in ops.run_log under its Dagster run id (the run log sensor, or this fold, commits it).
+    run_log.fold(ops.settings)
+    run_id = backfill["runs"][0]["runId"]
+    log = pyiceberg_catalog(ops.settings).load_table("ops.run_log").scan(row_filter=In("run_id", [run_id]))
+    logged = [(r["table_name"], r["trigger"], r["status"]) for r in log.to_arrow().to_pylist()]
+    assert logged == [(GOLD, "dagster:backfill", "succeeded")]
 
 
 def _data_files(ops: Ops, exclude: tuple[date, ...]) -> set[str]:
