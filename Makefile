@@ -44,8 +44,7 @@ lint: setup
 	$(BIN)/lint-imports
 
 ui: setup
-	@$(BIN)/python -c 'from infra.settings import Settings; from orchestration.run import dagster_home; dagster_home(Settings.from_env())'
-	$(BIN)/dagster dev -w workspace.yaml -h 127.0.0.1 -p $(UI_PORT)
+	$(BIN)/tributary ui --port $(UI_PORT)
 
 sql: setup
 	$(BIN)/tributary sql
