@@ -288,3 +288,22 @@ def spark_jars(settings: Settings) -> SparkJars:
     if settings.warehouse_url is not None and not settings.local_master:
         jars.extend(s3)
     return SparkJars(jars=tuple(jars), driver_class_path=s3)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m infra.jars [--all]`: the jars the home's sessions use (with `--all` every pinned one) in the jar
+    cache. It needs the standard library only, so the set-up fetches the jars while pip fills the venv."""
+    import sys
+
+    args = sys.argv[1:] if argv is None else argv
+    settings = Settings.from_env()
+    try:
+        fetch_jars(MAVEN_JARS if "--all" in args else session_maven_jars(settings), settings.jar_cache)
+    except SetupError as exc:
+        print(f"setup: error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -66,6 +66,11 @@ fi
 command -v "$PYTHON" >/dev/null 2>&1 || PYTHON=python3
 "$PYTHON" -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))' \
   || die "Python 3.11 is required ($PYTHON is $("$PYTHON" --version 2>&1)); set PYTHON=/path/to/python3.11"
+# The pinned jars are fetched by Maven while pip fills the venv: the downloads are independent, and
+# `python -m infra.jars` needs the standard library only.
+jar_log=$(mktemp)
+"$PYTHON" -m infra.jars ${FULL:+--all} >"$jar_log" 2>&1 &
+jar_fetch=$!
 [ -x "$VENV/bin/python" ] || { say "creating $VENV"; "$PYTHON" -m venv "$VENV"; }
 stamp="$VENV/.tributary-installed"
 want=$(sha256sum pyproject.toml | cut -d' ' -f1)
@@ -74,6 +79,9 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   "$VENV/bin/python" -m pip install -q --disable-pip-version-check -e '.[dev]'
   echo "$want" > "$stamp"
 fi
+
+wait "$jar_fetch" || { cat "$jar_log" >&2; rm -f "$jar_log"; die "the pinned jars could not be fetched (above)"; }
+rm -f "$jar_log"
 
 # 4. Jars (the pinned Maven jars fetched and the SQL guard built once, cached in ~/.cache/tributary/jars), verified:
 # those the embedded default's sessions use, or with --full every pinned jar and the S3 test server

@@ -6,17 +6,13 @@ Every command reports a TributaryError as one clear line on stderr (exit 2), nev
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import tempfile
-import time
 from collections.abc import Callable
-from contextlib import ExitStack
 from dataclasses import replace
 from pathlib import Path
 
 from infra.errors import TributaryError
-from infra.kafka import KafkaSettings
 from infra.settings import Settings
 
 Handler = Callable[[argparse.Namespace, Settings], int]
@@ -38,6 +34,8 @@ def _setup(args: argparse.Namespace, settings: Settings) -> int:
         from infra.s3_server import s3proxy_jars
 
         print(f"ok  {s3proxy_jars(settings.jar_cache)} (the S3 test server of the tests and 'make demo-s3')")
+    if not (args.all or args.class_archive):
+        return 0  # `make demo`'s set-up: the demo records the archive in the background when it ends
     try:
         archive = _class_archive(settings)
     except Exception as exc:  # an optimisation: set-up goes on without it, saying why
@@ -51,7 +49,6 @@ def _setup(args: argparse.Namespace, settings: Settings) -> int:
 def _class_archive(settings: Settings) -> Path | None:
     """The driver JVM's class archive (`infra.class_archive`), recorded once by running the demo tables on a few
     hundred rows in a throw-away home with a local, embedded catalog."""
-    from dataclasses import replace
 
     from infra.class_archive import archive_path
 
@@ -142,82 +139,6 @@ def _positive_int(text: str) -> int:
     return int(text)
 
 
-def _demo_broker(settings: Settings, stack: ExitStack) -> Settings:
-    """Feed the demo's events to Kafka: the test broker under the home (unless TRIBUTARY_KAFKA_BOOTSTRAP names one),
-    stopped when the demo ends; bronze.events then reads the `events` topic."""
-    from infra.kafka_broker import start_broker
-    from pipelines.datasets import feed_demo_topic
-
-    os.environ["TRIBUTARY_EVENTS_SOURCE"] = "kafka"
-    if not os.environ.get("TRIBUTARY_KAFKA_BOOTSTRAP"):
-        broker = start_broker(settings.home / "kafka-broker")
-        stack.callback(broker.stop)
-        os.environ["TRIBUTARY_KAFKA_BOOTSTRAP"] = broker.bootstrap
-        print(f"started the Kafka test broker on {broker.bootstrap} (data under {broker.data_dir})")
-    settings = replace(settings, kafka=KafkaSettings.from_env())
-    print(feed_demo_topic(settings.landing, settings.kafka))
-    return settings
-
-
-DEMO_BUCKET = "tributary"
-
-
-def _demo_object_store(settings: Settings, stack: ExitStack) -> Settings:
-    """Keep the demo's tables in a bucket: the S3 test server under the home (unless TRIBUTARY_WAREHOUSE already
-    names a bucket), stopped when the demo ends."""
-    from infra.s3_server import start_s3_server
-
-    if settings.warehouse_url is None:
-        server = start_s3_server(settings.home / "s3-server", settings.jar_cache)
-        stack.callback(server.stop)
-        server.create_bucket(DEMO_BUCKET)
-        os.environ["TRIBUTARY_WAREHOUSE"] = f"s3a://{DEMO_BUCKET}/warehouse"
-        os.environ.update(server.store().environment())
-        print(f"started the S3 test server on {server.endpoint} (buckets under {server.data_dir / 'buckets'})")
-    settings = Settings.from_env(home=settings.home)
-    print(f"tables in {settings.warehouse_url} on {settings.object_store.where()}")
-    return settings
-
-
-def _demo(args: argparse.Namespace, settings: Settings) -> int:
-    """Generate the sample landing zone (once) and materialize every asset through Dagster."""
-    from orchestration.cli.progress import shown
-    from orchestration.cli.summary import format_numbers, numbers_lines
-    from orchestration.run import materialize_pipeline
-    from pipelines.datasets import land_demo
-
-    os.environ.pop("TRIBUTARY_DATASETS", None)  # the demo's own datasets, whatever the project configures
-    settings.require_writable("landing")
-    for line in land_demo(settings.landing, args.rows, args.files, args.seed):
-        print(line)
-    started_with_store = settings.warehouse_url is not None
-    with ExitStack() as stack:
-        if args.storage == "s3":
-            settings = _demo_object_store(settings, stack)
-        if args.source == "kafka":
-            settings = _demo_broker(settings, stack)
-        started = time.perf_counter()
-        with shown():
-            numbers = materialize_pipeline(settings)
-    print(format_numbers(numbers))
-    lines = numbers_lines(numbers)
-    if lines:
-        print("\n" + "\n".join(lines))
-    print(f"\npipeline materialized through Dagster in {time.perf_counter() - started:.1f} s")
-    if args.storage == "s3" and not started_with_store:
-        print(
-            f"\nThe S3 test server stopped with the demo; its buckets stay under {settings.home / 's3-server'} "
-            "(running the demo again starts it and writes nothing new). To query tables in a bucket, point "
-            "TRIBUTARY_WAREHOUSE and TRIBUTARY_S3_* at a store that keeps running (docs/storage.md)."
-        )
-        return 0
-    print("\nNext:")
-    print("  make ui                                   # Dagster UI (dagster dev) on http://127.0.0.1:3000")
-    print("  .venv/bin/tributary sql 'SELECT * FROM gold.daily_revenue ORDER BY revenue DESC LIMIT 10'")
-    print("  TRIBUTARY_SQL_PASSWORD=... .venv/bin/tributary serve start   # gold in PostgreSQL (make setup-full)")
-    return 0
-
-
 def _query(args: argparse.Namespace, settings: Settings) -> int:
     from infra.spark import get_spark
     from infra.sql.spark_engine import home_session
@@ -234,7 +155,10 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, Handler]]:
     handlers: dict[str, Handler] = {}
 
     setup = sub.add_parser("setup", help="check Java 17 and assemble the Spark jars")
-    setup.add_argument("--all", action="store_true", help="every pinned jar and the S3 test server (make setup-full)")
+    setup.add_argument(
+        "--all", action="store_true", help="every pinned jar, the S3 test server, the class archive (make setup-full)"
+    )
+    setup.add_argument("--class-archive", action="store_true", help="record the driver JVM's class archive too")
     handlers["setup"] = _setup
 
     gen = sub.add_parser("generate", help="land deterministic demo e-commerce events")
@@ -260,21 +184,9 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, Handler]]:
     infer.add_argument("--sample-rows", type=_positive_int, default=10_000, help="records to sample (default 10000)")
     handlers["infer"] = _infer
 
-    demo = sub.add_parser("demo", help="generate sample data and materialize every asset through Dagster")
-    demo.add_argument("--rows", type=int, default=100_000)
-    demo.add_argument("--files", type=int, default=20)
-    demo.add_argument("--seed", type=int, default=7)
-    demo.add_argument(
-        "--source", choices=("files", "kafka"), default="files", help="where bronze.events reads the events from"
-    )
-    demo.add_argument(
-        "--storage",
-        choices=("local", "s3"),
-        default="local",
-        help="where the tables live: the home's warehouse folder, or a bucket (TRIBUTARY_WAREHOUSE=s3a://..., "
-        "else an S3 test server started and stopped by the demo)",
-    )
-    handlers["demo"] = _demo
+    from orchestration.cli.demo import register as register_demo
+
+    register_demo(sub, handlers)  # demo
 
     query = sub.add_parser("query", help="run one Spark SQL query against the catalog")
     query.add_argument("sql")
@@ -320,6 +232,10 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, Handler]]:
     from orchestration.cli.state import register as register_state
 
     register_state(sub, handlers)  # state
+
+    from orchestration.cli.ui import register as register_ui
+
+    register_ui(sub, handlers)  # ui
     return parser, handlers
 
 

@@ -16,7 +16,7 @@ import pytest
 from infra.ports import port_free
 from infra.s3_server import start_s3_server
 from infra.sql.local import LocalEngine
-from orchestration.cli.main import DEMO_BUCKET
+from orchestration.cli.demo import DEMO_BUCKET
 from pipelines.datasets import default_registry
 from pipelines.run.pipeline import run_pipeline
 from tests.support.jvm import short_lived

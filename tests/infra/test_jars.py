@@ -75,3 +75,32 @@ def test_setup_fetches_the_sessions_jars_and_every_pinned_jar_only_when_asked(
         fetch_all(cache)
     postgres_home = dataclasses.replace(base_settings, catalog_uri="jdbc:postgresql://127.0.0.1:5432/catalog")
     assert POSTGRES_JDBC in session_maven_jars(postgres_home) and SQLITE_JDBC not in session_maven_jars(postgres_home)
+
+
+def test_the_jar_fetch_runs_on_the_standard_library_alone(base_settings: Settings) -> None:
+    """`infra/setup.sh` runs `python -m infra.jars` with the system's Python while pip fills the venv: no package of
+    the venv may be needed (the jars are cached already here, so Maven is not run)."""
+    import subprocess
+    import sys
+
+    from tests.support.repo import REPO
+
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(Path.home()), "TRIBUTARY_HOME": str(base_settings.home)}
+    bare = [sys.executable, "-S", "-c"]  # no site-packages: the standard library and the repository only
+    done = subprocess.run(
+        [*bare, "import sys; sys.path.insert(0, '.'); from infra.jars import main; sys.exit(main())"],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    imported = subprocess.run(
+        [*bare, "import sys; sys.path.insert(0, '.'); import infra.jars; print(sorted(sys.modules))"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    ).stdout
+    assert "pyspark" not in imported and "pyarrow" not in imported and "'infra.jars'" in imported
