@@ -216,11 +216,14 @@ class LocalEngine:
         if self._con is None:
             con = duckdb.connect(":memory:")
             con.execute("SET TimeZone = 'UTC'")  # Spark's session time zone in Tributary
-            try:  # also accept catalog-qualified names, as Spark does: tributary.gold.daily_revenue
-                con.execute(f"ATTACH ':memory:' AS {self.settings.catalog_name}")
-                con.execute(f"USE {self.settings.catalog_name}")
-            except duckdb.Error:
-                pass  # a catalog name DuckDB reserves (memory, system, temp): plain names still work
+            # Also accept catalog-qualified names, as Spark does (tributary.gold.daily_revenue), unless the catalog
+            # is named like a namespace: `ops.run_log` would then be ambiguous to DuckDB.
+            if self.settings.catalog_name not in {"ops", *(t.split(".")[0] for t in self.catalog.tables())}:
+                try:
+                    con.execute(f"ATTACH ':memory:' AS {self.settings.catalog_name}")
+                    con.execute(f"USE {self.settings.catalog_name}")
+                except duckdb.Error:
+                    pass  # a catalog name DuckDB reserves (memory, system, temp): plain names still work
             # Lock the connection down: a query may read the cached snapshot files and nothing else. DuckDB also
             # allows its temp (spill) folder, by default <cwd>/.tmp: give it a private, not yet existing folder
             # inside the cache instead (DuckDB creates it only to spill and removes it on close).

@@ -315,3 +315,21 @@ def test_referenced_tables_ignores_strings_and_comments():
     """
     assert referenced_tables(sql, known) == {"gold.daily_revenue", "gold.event_counts_5m"}
     assert referenced_tables("SELECT * FROM GOLD . Daily_Revenue", known) == {"gold.daily_revenue"}
+
+
+def test_a_catalog_named_like_a_namespace_still_reads_its_tables(tmp_path):
+    """A home whose catalog is called `ops` (or `gold`): `ops.run_log` names the table, not the catalog."""
+    from dataclasses import replace
+
+    from pipelines.run import run_log
+
+    settings = replace(make_settings(tmp_path), catalog_name="ops")
+    run_log.record(settings, "gold.daily_revenue", datetime.now(UTC), error=ValueError("boom"))
+    assert run_log.fold(settings) == 1
+    engine = LocalEngine(settings)
+    try:
+        assert engine.query("SELECT table_name, status, error FROM ops.run_log").rows == [
+            ("gold.daily_revenue", "failed", "boom")
+        ]
+    finally:
+        engine.close()
