@@ -27,11 +27,9 @@ WORKSPACE = Path(__file__).resolve().parents[2] / "workspace.yaml"
 
 def _group_alive(pgid: int) -> bool:
     try:
-        os.killpg(pgid, 0)
+        os.killpg(pgid, 0)  # signal 0: only asks whether the group has a process left
     except ProcessLookupError:
         return False
-    except PermissionError:
-        return True
     return True
 
 

@@ -124,15 +124,6 @@ def record(
 ) -> None:
     """Leave the pending rows of one table run: the table's, and one per flow when several feed it. A row that
     cannot be written is reported in one warning line: the run log never fails the run it records."""
-    try:
-        _record(settings, table, started, report, error)
-    except OSError as exc:
-        print(f"tributary: warning: {table}'s run not logged ({first_line(exc)})", file=sys.stderr)
-
-
-def _record(
-    settings: Settings, table: str, started: datetime, report: RunReport | None, error: BaseException | None
-) -> None:
     context = _CONTEXT.get() or RunContext(uuid.uuid4().hex, "cli")
     status = "failed" if error is not None else ("skipped" if report is not None and report.skipped else "succeeded")
     times = {
@@ -146,30 +137,13 @@ def _record(
         for name, flow in report.flows.items():
             flow_times = {**times, "status": "skipped" if flow.skipped else "succeeded"}
             rows.append(_row(context, table, name, flow, **flow_times))
-    _leave(settings, rows)
+    _leave(settings, rows, f"{table}'s run")
 
 
-def _leave(settings: Settings, rows: list[dict]) -> None:
-    folder = pending_dir(settings)
-    folder.mkdir(parents=True, exist_ok=True)
-    for row in rows:
-        name = uuid.uuid4().hex
-        tmp = folder / f".{name}.tmp"
-        tmp.write_text(json.dumps(row))
-        os.replace(tmp, folder / f"{name}.json")  # a reader sees a whole file or none
-
-
-def record_operation(
-    settings: Settings,
-    table: str,
-    operation: str,
-    started: datetime,
-    report: RangeReport | None = None,
-    error: BaseException | None = None,
-) -> None:
-    """Leave the pending row of one operation on a table's days (a backfill or a reprocess, from the CLI or the
-    Dagster UI): its `trigger` is the run's, then `:` and the operation; `rows_written` the range's rows after it.
-    Like `record`, it never fails the operation."""
+def logged_operation(settings: Settings, table: str, operation: str, work: Callable[[], RangeReport]) -> RangeReport:
+    """Run `work`, an operation on `table`'s days (a backfill or a reprocess, from the CLI or the Dagster UI), and
+    leave its row, failed or not: its `trigger` is the run's, then `:` and the operation; `rows_written` the
+    range's rows after it. Like `record`, the log never fails the operation."""
     context = _CONTEXT.get() or RunContext(uuid.uuid4().hex, "cli")
     row: dict[str, Any] = {
         "log_id": f"{context.run_id}/{table}/{operation}",
@@ -177,33 +151,34 @@ def record_operation(
         "trigger": f"{context.trigger}:{operation}",
         "table_name": table,
         "flow": None,
-        "status": "failed" if error is not None else "succeeded",
-        "error": first_line(error) if error is not None else None,
-        "started_at": started.isoformat(),
-        "ended_at": datetime.now(UTC).isoformat(),
+        "started_at": datetime.now(UTC).isoformat(),
     }
-    if report is not None:
-        row.update(
-            seconds=report.seconds,
-            rows_written=report.rows_after,
-            snapshot_id=str(report.snapshot_id) if report.snapshot_id is not None else None,
-        )
-    try:
-        _leave(settings, [row])
-    except OSError as exc:
-        print(f"tributary: warning: {table}'s {operation} not logged ({first_line(exc)})", file=sys.stderr)
-
-
-def logged_operation(settings: Settings, table: str, operation: str, work: Callable[[], RangeReport]) -> RangeReport:
-    """Run `work` (an operation on `table`'s days) and leave its row in the run log, failed or not."""
-    started = datetime.now(UTC)
     try:
         report = work()
     except Exception as exc:
-        record_operation(settings, table, operation, started, error=exc)
+        row.update(status="failed", error=first_line(exc), ended_at=datetime.now(UTC).isoformat())
+        _leave(settings, [row], f"{table}'s {operation}")
         raise
-    record_operation(settings, table, operation, started, report)
+    row.update(status="succeeded", ended_at=datetime.now(UTC).isoformat(), seconds=report.seconds)
+    row.update(
+        rows_written=report.rows_after, snapshot_id=None if report.snapshot_id is None else str(report.snapshot_id)
+    )
+    _leave(settings, [row], f"{table}'s {operation}")
     return report
+
+
+def _leave(settings: Settings, rows: list[dict], what: str) -> None:
+    """Write `rows` as pending files (a reader sees a whole file or none); a failure is one warning line."""
+    try:
+        folder = pending_dir(settings)
+        folder.mkdir(parents=True, exist_ok=True)
+        for row in rows:
+            name = uuid.uuid4().hex
+            tmp = folder / f".{name}.tmp"
+            tmp.write_text(json.dumps(row))
+            os.replace(tmp, folder / f"{name}.json")
+    except OSError as exc:
+        print(f"tributary: warning: {what} not logged ({first_line(exc)})", file=sys.stderr)
 
 
 def _pending(settings: Settings) -> list[tuple[Path, dict]]:
