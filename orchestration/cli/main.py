@@ -205,6 +205,10 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, Handler]]:
 
     register_files(sub, handlers)  # files list, files ack
 
+    from orchestration.cli.quarantine import register as register_quarantine
+
+    register_quarantine(sub, handlers)  # quarantine export
+
     from orchestration.cli.validate import register as register_validate
 
     register_validate(sub, handlers)  # validate
