@@ -1,6 +1,8 @@
 """Child process for crash tests: runs one table and SIGKILLs its whole process group (with the JVM) at a point.
 
-Usage: python -m tests.support.crash_child HOME CATALOG TABLE BATCH POINT
+Usage: python -m tests.support.crash_child HOME CATALOG TABLE BATCH POINT [PACKAGE ...]
+
+The table comes from the crash registry, or from the dataset packages given (`pipelines.authoring.load`).
 
 BATCH counts micro-batches from the first one this run plans (0 = the first). POINT is where the kill happens:
   before     before the batch writes any table
@@ -17,6 +19,7 @@ BATCH counts micro-batches from the first one this run plans (0 = the first). PO
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import os
 import signal
 import sys
@@ -24,6 +27,7 @@ from pathlib import Path
 
 from infra.settings import Settings
 from infra.spark import get_spark
+from pipelines.authoring.load import load_registry
 from pipelines.io.checkpoints import last_planned_batch
 from pipelines.io.formats import table_format
 from pipelines.run import runner
@@ -53,25 +57,30 @@ def _counting(commit):
     return wrapper
 
 
-def kill_in_child(settings: Settings, target: str, batch: int, point: str) -> None:
-    """Run `target` in a child process that must be SIGKILLed at (batch, point); fail the test if it is not."""
+def kill_in_child(settings: Settings, target: str, batch: int, point: str, packages: tuple[str, ...] = ()) -> None:
+    """Run `target` (of the crash registry, or of the dataset `packages`) in a child process that must be SIGKILLed
+    at (batch, point); fail the test if it is not."""
     env = {
         "TRIBUTARY_TABLE_FORMAT": settings.table_format,
         **({"TRIBUTARY_WAREHOUSE": settings.warehouse_url} if settings.warehouse_url else {}),
         **(settings.object_store.environment() if settings.warehouse_url else {}),
     }
-    arguments = (str(settings.home), settings.catalog_name, target, str(batch), point)
+    if packages:  # importable in the child from where this process imports them
+        roots = {str(Path(importlib.util.find_spec(p).origin).parent.parent) for p in packages}  # type: ignore[union-attr,arg-type]
+        env["PYTHONPATH"] = os.pathsep.join([*sorted(roots), os.environ.get("PYTHONPATH", "")])
+    arguments = (str(settings.home), settings.catalog_name, target, str(batch), point, *packages)
     run_killed_child(settings, "tests.support.crash_child", *arguments, env=env)
 
 
 def main() -> None:
     home, catalog, target, relative_batch, point = sys.argv[1:6]
+    packages = sys.argv[6:]
     point, _, commits = point.partition("-")
     assert point in POINTS, point
     _state["kill_after_commits"] = int(commits or 1)
     given = Settings.from_env(home=home)  # a warehouse in a bucket comes from TRIBUTARY_WAREHOUSE
     settings = dataclasses.replace(given.with_home(Path(home)), catalog_name=catalog, warehouse_url=given.warehouse_url)
-    spec = crash_registry().get(target)
+    spec = (load_registry(packages) if packages else crash_registry()).get(target)
     planned = last_planned_batch(settings.checkpoint_for(target))
     kill_batch = (planned + 1 if planned is not None else 0) + int(relative_batch)
     _state["point"] = point

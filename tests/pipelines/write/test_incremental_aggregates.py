@@ -19,10 +19,11 @@ from pyspark.sql import SparkSession
 
 from infra.settings import Settings
 from pipelines.authoring.load import load_registry
-from pipelines.io.checkpoints import batch_files
+from pipelines.io.checkpoints import batch_files, pending_batch
 from pipelines.io.formats import table_format
 from pipelines.run.pipeline import run_pipeline
 from pipelines.write.aggregates import AggregatedThrough, combinations
+from tests.support.crash_child import kill_in_child
 from tests.support.helpers import current_snapshots, table
 from tests.support.packages import write_package
 
@@ -191,6 +192,31 @@ def test_a_replayed_or_restarted_stream_counts_no_row_twice(spark, fresh_setting
     assert _rows(spark, settings, "gold.daily") == expected
 
     # The next batch is new again, and folded in.
+    _land(settings, "2.json", landings[2])
+    report = {r.table: r for r in run_pipeline(spark, settings, registry)}["gold.daily"]
+    assert report.metrics["aggregate_batches_folded"] == 1
+    assert _rows(spark, settings, "gold.daily") == _expected(landings)
+
+
+def test_a_folding_gold_killed_after_its_commit_ends_as_if_never_killed(spark, format_settings, tmp_path):
+    """SIGKILL (with the JVM) after the fold's MERGE committed and before the checkpoint's commit: the re-run
+    replays the batch, recomputes the groups it touched instead of adding them twice, and the next batch folds."""
+    settings = format_settings
+    package = _package(tmp_path, f"folding_killed_{settings.table_format}")
+    registry = load_registry([package])
+    landings = _landings()
+    _land(settings, "0.json", landings[0])
+    run_pipeline(spark, settings, registry)
+    _land(settings, "1.json", landings[1])
+    run_pipeline(spark, settings, registry, ["bronze.orders", "silver.orders"])
+    kill_in_child(settings, "gold.daily", 0, "after", (package,))
+    # The fold committed; the checkpoint did not: the batch is pending.
+    assert _rows(spark, settings, "gold.daily") == _expected(landings[:2])
+    assert pending_batch(settings.checkpoint_for("gold.daily")) is not None
+
+    report = {r.table: r for r in run_pipeline(spark, settings, registry, ["gold.daily"])}["gold.daily"]
+    assert report.metrics["aggregate_batches_recomputed"] == 1 and "aggregate_batches_folded" not in report.metrics
+    assert _rows(spark, settings, "gold.daily") == _expected(landings[:2])
     _land(settings, "2.json", landings[2])
     report = {r.table: r for r in run_pipeline(spark, settings, registry)}["gold.daily"]
     assert report.metrics["aggregate_batches_folded"] == 1
