@@ -11,10 +11,12 @@ from pyspark.sql import SparkSession
 from infra.errors import ConfigError
 from infra.settings import Settings
 from orchestration.cli.main import main
+from pipelines.authoring.load import load_registry
 from pipelines.datasets import default_registry
 from pipelines.ops.quarantine_lines import export_landed_lines
 from pipelines.run.pipeline import run_pipeline
 from tests.support.helpers import table
+from tests.support.packages import write_package
 
 QUARANTINE = "silver.events_quarantine"
 CHAIN = ["bronze.events", "silver.events"]
@@ -95,3 +97,36 @@ def test_export_by_rule_and_its_refusals(
     err = capsys.readouterr().err.strip()
     assert err.startswith("tributary: error: gold.daily_revenue is not a quarantine table"), err
     assert len(err.splitlines()) == 1
+
+
+CSV_TABLES = """
+import pipelines.authoring as tb
+
+ROW = tb.schema("id string, qty int, price decimal(8,2), at timestamp")
+tb.landing("bronze.stock", tb.files("stock", "csv", ROW))
+
+
+@tb.silver(write=tb.dedupe("id", time="at"))
+@tb.expect_or_quarantine("positive", "qty > 0")
+def stock(bronze_stock):
+    return bronze_stock
+"""
+
+
+def test_csv_lines_come_back_with_their_header_left_out(spark: SparkSession, fresh_settings: Settings, tmp_path: Path):
+    s = fresh_settings
+    registry = load_registry([write_package(tmp_path / "packages", "quarantined_csv", {"tables.py": CSV_TABLES})])
+    folder = s.landing / "stock"
+    folder.mkdir(parents=True)
+    # Columns in another order than declared (matched by header), a zero written two ways, a bad number.
+    good = [f"2026-11-01T10:00:00Z,1.50,g-{i},3" for i in range(12)]  # enough for the file to be accepted
+    bad = ["2026-11-01 10:00:00,1E1,s-2,0", "2026-11-01T10:00:00Z, 2.00 ,s-3,-0", "2026-11-01T10:00:00Z,abc,s-4,2"]
+    rows = ["at,price,id,qty", good[0], *bad, *good[1:]]
+    (folder / "a.csv").write_bytes("".join(r + "\n" for r in rows).encode())
+    run_pipeline(spark, s, registry)
+    got = table(spark, s, "silver.stock_quarantine").collect()
+    assert len(got) == 3, [(r.raw_record, r.reasons) for r in got]
+
+    done = export_landed_lines(spark, s, registry, "silver.stock_quarantine", tmp_path / "fix")
+    assert (tmp_path / "fix" / "a.csv").read_bytes() == "".join(r + "\n" for r in bad).encode()
+    assert (done.records, done.not_found, done.lines) == (3, 0, {"a.csv": 3})
