@@ -6,7 +6,8 @@ own interpreter unless it is set). A worker host without that interpreter, with 
 without Tributary installed in it would fail every task of the first batch deep in a stack trace; this check
 turns each into one line before any table is touched. It also bounds the wait for executors: a cluster whose
 workers are gone or too small would otherwise leave the run waiting for resources forever. The bound is
-`TRIBUTARY_LOCK_WAIT` (at least 30 s): executors held by another run are waited for like its table locks.
+`TRIBUTARY_EXECUTOR_WAIT`, by default `TRIBUTARY_LOCK_WAIT` (at least 30 s): executors held by another run are
+waited for like its table locks.
 """
 
 from __future__ import annotations
@@ -41,10 +42,15 @@ def _probe(_: Any, modules: tuple[str, ...] = NEEDED_MODULES) -> list[tuple[str,
     return [(socket.gethostname(), sys.executable, missing)]
 
 
+def executor_wait(lock_wait: float, given: int | None) -> float:
+    """Seconds to wait for a first task: the `TRIBUTARY_EXECUTOR_WAIT` given, else the lock wait, at least
+    `MIN_WAIT_SECONDS` (executors take a few seconds to start)."""
+    return float(given) if given is not None else max(lock_wait, MIN_WAIT_SECONDS)
+
+
 def executor_problem(session: SparkSession, master: str, driver_python: str, wait: float) -> str | None:
-    """Run one small task per slot on the cluster (waiting up to `wait` s, at least `MIN_WAIT_SECONDS`, for
-    executors); what is wrong with its executors' Python, or None."""
-    wait = max(wait, MIN_WAIT_SECONDS)
+    """Run one small task per slot on the cluster (waiting up to `wait` s for executors); what is wrong with its
+    executors' Python, or None."""
     context = session.sparkContext
     slots = max(context.defaultParallelism, 1)
     group = f"tributary-executor-check-{uuid.uuid4().hex}"
@@ -77,7 +83,8 @@ def executor_problem(session: SparkSession, master: str, driver_python: str, wai
     return (
         f"no executor of {master} ran a task within {wait:g} s: check that its workers are up and have free "
         "cores and memory for TRIBUTARY_EXECUTOR_MEMORY, TRIBUTARY_EXECUTOR_CORES and TRIBUTARY_MAX_CORES "
-        "(the master's web UI lists workers and what each application holds)"
+        "(the master's web UI lists workers and what each application holds), or wait longer with "
+        "TRIBUTARY_EXECUTOR_WAIT"
     )
 
 

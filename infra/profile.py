@@ -5,6 +5,9 @@
 - `TRIBUTARY_EXECUTOR_MEMORY`, `TRIBUTARY_EXECUTOR_CORES`, `TRIBUTARY_MAX_CORES`: each executor's heap and cores,
   and the cores one run may take from the cluster (`spark.executor.memory`, `spark.executor.cores`,
   `spark.cores.max`); unset, Spark's defaults.
+- `TRIBUTARY_EXECUTOR_WAIT`: seconds a run waits for the cluster to run its first task before it stops with one
+  line (default: `TRIBUTARY_LOCK_WAIT`, at least 30 s: executors held by another run are waited for like its
+  table locks).
 - `TRIBUTARY_SHARED_STORAGE`: `true` when the warehouse, landing and checkpoint folders are on storage every
   executor host mounts at the same path (NFS, a cluster file system). A master on another host is refused with
   folders on this machine unless it is set: executors would write where no one else reads.
@@ -52,6 +55,8 @@ class Deployment:
     executor_cores: str | None = None
     max_cores: str | None = None
     shared_storage: bool = False
+    # None: the table-lock wait, at least `infra.executors.MIN_WAIT_SECONDS`.
+    executor_wait_seconds: int | None = None
     dagster_storage_url: str | None = field(default=None, repr=False)
 
     @classmethod
@@ -71,12 +76,16 @@ class Deployment:
                 f"TRIBUTARY_DAGSTER_STORAGE_URL starts with {scheme!r}; write it as {DAGSTER_SCHEME}user:password@"
                 "host:5432/dagster (plain postgresql:// asks SQLAlchemy for psycopg 3, which is not installed)"
             )
+        wait = env.get("TRIBUTARY_EXECUTOR_WAIT") or None
+        if wait is not None and not (wait.isascii() and wait.isdigit() and int(wait) > 0):
+            raise ConfigError(f"TRIBUTARY_EXECUTOR_WAIT must be a whole number of seconds (1 or more), got {wait!r}")
         return cls(
             profile=profile,
             executor_memory=env.get("TRIBUTARY_EXECUTOR_MEMORY") or None,
             executor_cores=env.get("TRIBUTARY_EXECUTOR_CORES") or None,
             max_cores=env.get("TRIBUTARY_MAX_CORES") or None,
             shared_storage=shared in _TRUE,
+            executor_wait_seconds=int(wait) if wait is not None else None,
             dagster_storage_url=url,
         )
 

@@ -19,7 +19,7 @@ from pyspark.sql import SparkSession
 from infra import class_archive
 from infra.catalog import delta_catalog_conf, pyiceberg_catalog, spark_catalog_conf
 from infra.errors import ConfigError
-from infra.executors import executor_problem
+from infra.executors import executor_problem, executor_wait
 from infra.jars import DELTA_EXTENSION, ICEBERG_EXTENSION, spark_jars
 from infra.java import require_java
 from infra.jvm_stderr import without_start_notice
@@ -242,7 +242,8 @@ def get_spark(settings: Settings) -> SparkSession:
 def _check_cluster(session: SparkSession, settings: Settings) -> None:
     """Stop the session and raise `ConfigError` when the cluster's executors cannot run this platform's Python."""
     # Executors may be busy with another run's work: wait for them as long as for another run's table lock.
-    problem = executor_problem(session, settings.master, sys.executable, settings.lock_wait_seconds)
+    wait = executor_wait(settings.lock_wait_seconds, settings.deployment.executor_wait_seconds)
+    problem = executor_problem(session, settings.master, sys.executable, wait)
     if problem is not None:
         session.stop()
         raise ConfigError(problem)

@@ -239,15 +239,15 @@ def test_workers_without_the_drivers_python_stop_the_run_with_one_line(cluster, 
 
 
 def test_a_cluster_that_gives_no_executor_stops_the_run_with_one_line(cluster, landing, tmp_path, monkeypatch):
-    """Executors bigger than any worker never start: the run says so after TRIBUTARY_LOCK_WAIT (at least 30 s)."""
+    """Executors bigger than any worker never start: the run says so after TRIBUTARY_EXECUTOR_WAIT seconds."""
     env = {**os.environ, **QUICK_ENV, **cluster.env(), "TRIBUTARY_HOME": str(tmp_path / "home")}
     env |= {"TRIBUTARY_LANDING": str(landing), "TRIBUTARY_CATALOG_NAME": "toobig"}
-    env |= {"TRIBUTARY_EXECUTOR_MEMORY": "8g", "TRIBUTARY_LOCK_WAIT": "0"}
+    env |= {"TRIBUTARY_EXECUTOR_MEMORY": "8g", "TRIBUTARY_EXECUTOR_WAIT": "5"}
     done = _run_cli(env, "run", "bronze.events")
     assert done.returncode == 2, done.stderr[-2000:]
     last = done.stderr.strip().splitlines()[-1]
-    assert last.startswith(f"tributary: error: no executor of {cluster.master} ran a task within 30 s"), last
-    assert "TRIBUTARY_EXECUTOR_MEMORY" in last and "Traceback" not in done.stderr
+    assert last.startswith(f"tributary: error: no executor of {cluster.master} ran a task within 5 s"), last
+    assert "TRIBUTARY_EXECUTOR_MEMORY" in last and "TRIBUTARY_EXECUTOR_WAIT" in last and "Traceback" not in done.stderr
     settings = _cluster_settings(cluster, tmp_path / "home", landing, "toobig", monkeypatch)
     assert _contents(settings, ("bronze.events",)) == {}
     state = standalone.master_state(cluster.master_ui)

@@ -6,6 +6,7 @@ import pytest
 
 from infra.deploy import CLUSTER_INSTANCE, LOCAL_INSTANCE, instance_yaml
 from infra.errors import ConfigError
+from infra.executors import executor_wait
 from infra.settings import Settings
 from infra.spark import spark_conf
 
@@ -72,6 +73,8 @@ def test_a_master_on_this_machine_listens_on_loopback_only(monkeypatch, tmp_path
         ({"TRIBUTARY_EXECUTOR_MEMORY": "256m"}, "TRIBUTARY_EXECUTOR_MEMORY='256m' is too small"),
         ({"TRIBUTARY_EXECUTOR_CORES": "0"}, "TRIBUTARY_EXECUTOR_CORES must be a positive integer"),
         ({"TRIBUTARY_MAX_CORES": "x"}, "TRIBUTARY_MAX_CORES must be a positive integer"),
+        ({"TRIBUTARY_EXECUTOR_WAIT": "0"}, "TRIBUTARY_EXECUTOR_WAIT must be a whole number of seconds (1 or more)"),
+        ({"TRIBUTARY_EXECUTOR_WAIT": "5s"}, "TRIBUTARY_EXECUTOR_WAIT must be a whole number of seconds"),
         ({"TRIBUTARY_SPARK_CONF": "spark.executor.cores=-1"}, "TRIBUTARY_SPARK_CONF key spark.executor.cores"),
         (
             {"TRIBUTARY_DAGSTER_STORAGE_URL": "postgresql://t:secret-pw@db/dagster"},
@@ -105,3 +108,11 @@ def test_the_cluster_instance_needs_its_database(cluster_env, tmp_path):
     settings = Settings.from_env(home=tmp_path)
     with pytest.raises(ConfigError, match="set TRIBUTARY_DAGSTER_STORAGE_URL=postgresql\\+psycopg2://"):
         instance_yaml(settings.deployment)
+
+
+def test_the_wait_for_executors_is_the_lock_wait_at_least_30_s_unless_set(cluster_env, tmp_path):
+    assert executor_wait(Settings.from_env(home=tmp_path).lock_wait_seconds, None) == 900
+    assert executor_wait(0, None) == 30  # executors take seconds to start
+    cluster_env.setenv("TRIBUTARY_EXECUTOR_WAIT", "5")
+    settings = Settings.from_env(home=tmp_path)
+    assert executor_wait(settings.lock_wait_seconds, settings.deployment.executor_wait_seconds) == 5
