@@ -156,9 +156,9 @@ def _export(
         F.col("_metadata.position").alias("position"),
     )
     matched = lines.join(records, ["_source_file", QUARANTINE_IDENTITY], "left_semi")
-    found = records.join(lines, ["_source_file", QUARANTINE_IDENTITY], "left_semi").count()
     target.mkdir(parents=True, exist_ok=True)
     written: dict[str, int] = {}
+    found: set[tuple[str, str]] = set()  # the records whose lines were written: the files are parsed once
     handles: dict[str, BinaryIO] = {}
     try:
         for row in matched.orderBy("_source_file", "position").toLocalIterator():
@@ -167,8 +167,9 @@ def _export(
                 handles[name] = (target / name).open("xb")
             handles[name].write(bytes(row.bytes) + b"\n")
             written[name] = written.get(name, 0) + 1
+            found.add((row._source_file, row[QUARANTINE_IDENTITY]))
     finally:
         for handle in handles.values():
             handle.close()
     missing = tuple(uri for uri in uris if uri not in readable)
-    return Export(table, target, written, total, total - found, missing)
+    return Export(table, target, written, total, total - len(found), missing)
