@@ -35,6 +35,8 @@ from pipelines.spec.sources import FileSource
 
 # New events of the small-increment run (every stream availableNow): what a frequent schedule delivers.
 SMALL_INCREMENT_ROWS = 1_000
+# The warm runs of each side after the first (`bench_pipeline`).
+WARM_AGAIN = ("again", "third")
 
 BARE_START = (
     "import time; t = time.perf_counter(); from pyspark.sql import SparkSession; "
@@ -206,8 +208,8 @@ def bench_pipeline(settings: Settings, rows: int = 1_000_000, files: int = 20) -
     Fair means: the baseline writes into tables partitioned and configured like the platform's, in the same
     process, and each side is compared in the same state: the pipeline's first run in the process with the
     baseline run before it (both pay the JVM's warm-up), the pipeline's warm runs (on fresh homes with the same
-    files) with the baseline runs after them: two of each, alternated, the faster of each side compared
-    (`warm_runs`, `baseline.after`, `baseline.after_again`).
+    files) with the baseline runs after them: three of each, alternated, the fastest of each side compared
+    (`warm_runs`, `baseline.after`, `baseline.after_again`, `baseline.after_third`).
     """
     result: dict[str, Any] = {"rows": rows, "files": files}
     t = time.perf_counter()
@@ -269,16 +271,18 @@ def bench_pipeline(settings: Settings, rows: int = 1_000_000, files: int = 20) -
     result["small_increment_first_seconds"] = first_seconds
     result["small_increment_first_plain_spark_seconds"] = first_plain["seconds"]
     result["ratio_small_increment_first_vs_plain_spark"] = round(first_seconds / first_plain["seconds"], 2)
-    after = _baseline(spark, settings, "after")
-    # This machine's speed swings by a third within minutes: a second warm run of each side, alternated with the
-    # first, and each side's faster run compared.
-    again = _second_home(settings, "again")
-    again_layers = _run_layers(get_spark(again), again)
-    after_again = _baseline(spark, settings, "after_again")
+    baselines = {"before": before, "after": _baseline(spark, settings, "after")}
+    # This machine's speed swings by a third within minutes (a run's seconds vary by ±20 % from one to the next):
+    # two more warm runs of each side, alternated with the first, and each side's fastest run compared.
+    warm_layers = [layers]
+    for tag in WARM_AGAIN:
+        again = _second_home(settings, tag)
+        warm_layers.append(_run_layers(get_spark(again), again))
+        baselines[f"after_{tag}"] = _baseline(spark, settings, f"after_{tag}")
     spark = get_spark(warm)
-    result["baseline"] = {"before": before, "after": after, "after_again": after_again}
+    result["baseline"] = baselines
     compared = ("bronze.events", "silver.events")
-    result["warm_runs"] = {table: [runs[table]["seconds"] for runs in (layers, again_layers)] for table in compared}
+    result["warm_runs"] = {table: [runs[table]["seconds"] for runs in warm_layers] for table in compared}
     result["landing_parse"] = bench_landing_parse(spark, settings)
     # Loading plans every table once per change of the code (and caches the plans' schemas under the home): the
     # first fresh process after a change starts a JVM for it; the steady state reads the cache and starts none.
@@ -292,7 +296,7 @@ def bench_pipeline(settings: Settings, rows: int = 1_000_000, files: int = 20) -
 
     first = result["layers_first_run"]
     for layer, table in (("bronze", "bronze.events"), ("silver", "silver.events")):
-        baseline = min(after[f"{layer}_seconds"], after_again[f"{layer}_seconds"])
+        baseline = min(runs[f"{layer}_seconds"] for tag, runs in baselines.items() if tag != "before")
         result[f"ratio_{layer}_vs_baseline"] = round(min(result["warm_runs"][table]) / baseline, 2)
         ratio = first[table]["seconds"] / before[f"{layer}_seconds"]
         result[f"ratio_{layer}_vs_baseline_first_run"] = round(ratio, 2)

@@ -108,7 +108,8 @@ def observed_figures(source: FileSource, files: ObservedFiles | None) -> list[Co
         F.count(F.lit(1)).alias("rows"),
         F.count(corrupt).alias("corrupt"),
         F.count(rescued).alias("rescued"),
-        F.count_if(corrupt == REPARSE_MARK).alias("reparse"),
+        # Not `count_if`: observed, it costs about 0.15 s per million rows more than a count of a CASE (Spark 4.1).
+        F.count(F.when(corrupt == REPARSE_MARK, 1)).alias("reparse"),
         *rows_per_file,
         per_file(corrupt.isNotNull()).alias("corrupt_per_file"),
         per_file(rescued.isNotNull()).alias("rescued_per_file"),
