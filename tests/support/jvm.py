@@ -12,7 +12,9 @@ from infra.spark import DRIVER_JAVA_OPTIONS
 # Without tiers the JVM reserves 48 MB for compiled code, which the S3 demo's every-table run filled under a parallel
 # suite ("Out of space in CodeCache for adapters", a VirtualMachineError that ends the JVM): 240 MB, the tiered
 # default, keeps the room.
-SHORT_LIVED_JVM = f"{DRIVER_JAVA_OPTIONS}=-XX:+UseSerialGC -XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m"
+_SHORT_LIVED_OPTIONS = "-XX:+UseSerialGC -XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m"
+# A test cluster's executors live as long as the run that asked for them: the same options (ignored in local mode).
+SHORT_LIVED_JVM = f"{DRIVER_JAVA_OPTIONS}={_SHORT_LIVED_OPTIONS},spark.executor.extraJavaOptions={_SHORT_LIVED_OPTIONS}"
 
 
 def short_lived(env: dict[str, str]) -> dict[str, str]:

@@ -24,6 +24,7 @@ from pipelines.io.formats import table_format
 from pipelines.run.pipeline import run_pipeline
 from tests.infra.sql.test_sql_local import GOLD, PARITY_QUERIES
 from tests.support.homes import make_settings
+from tests.support.jvm import short_lived
 
 
 @pytest.fixture(scope="module")
@@ -94,7 +95,9 @@ def test_thrift_server_serves_delta_gold(homes):
     _, delta, first = homes
     (count,) = LocalEngine(delta).query(f"SELECT count(*) FROM {GOLD}").rows[0]
     port = free_port()
-    env = {**os.environ, **settings_env(delta), "TRIBUTARY_SQL_PORT": str(port), "TRIBUTARY_DRIVER_MEMORY": "1g"}
+    env = short_lived(
+        {**os.environ, **settings_env(delta), "TRIBUTARY_SQL_PORT": str(port), "TRIBUTARY_DRIVER_MEMORY": "1g"}
+    )
 
     def cli(*args: str) -> subprocess.CompletedProcess:
         command = [sys.executable, "-m", "orchestration.cli.main", *args]

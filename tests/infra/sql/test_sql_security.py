@@ -35,6 +35,7 @@ from pipelines.datasets.ecommerce.sample_data import generate
 from pipelines.io.formats import table_format
 from pipelines.run.pipeline import run_pipeline
 from tests.support.homes import make_settings
+from tests.support.jvm import short_lived
 from tests.support.sql_attacks import DUCKDB_ATTACKS, SPARK_ATTACKS
 
 GOLD = ("gold.daily_revenue", "gold.event_counts_5m")
@@ -194,13 +195,15 @@ class Server:
 def server(lake: Lake) -> Iterator[Server]:
     """The read-only SQL server of the lake, started with TRIBUTARY_SQL_PASSWORD=PASSWORD."""
     port = free_port()
-    env = {
-        **os.environ,
-        **settings_env(lake.settings),
-        "TRIBUTARY_SQL_PORT": str(port),
-        "TRIBUTARY_DRIVER_MEMORY": "1g",
-        "TRIBUTARY_SQL_PASSWORD": PASSWORD,
-    }
+    env = short_lived(
+        {
+            **os.environ,
+            **settings_env(lake.settings),
+            "TRIBUTARY_SQL_PORT": str(port),
+            "TRIBUTARY_DRIVER_MEMORY": "1g",
+            "TRIBUTARY_SQL_PASSWORD": PASSWORD,
+        }
+    )
 
     def cli(action: str) -> subprocess.CompletedProcess:
         command = [sys.executable, "-m", "orchestration.cli.main", "sql-server", action]

@@ -20,6 +20,7 @@ from pipelines.datasets.ecommerce.sample_data import generate
 from pipelines.io.formats import table_format
 from pipelines.run.pipeline import run_pipeline
 from tests.support.homes import make_settings
+from tests.support.jvm import short_lived
 
 GOLD_QUERY = """
     SELECT category, currency, sum(orders) AS orders, sum(units) AS units, sum(revenue) AS revenue
@@ -28,7 +29,9 @@ GOLD_QUERY = """
 
 
 def _cli(settings: Settings, port: int, *args: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, **settings_env(settings), "TRIBUTARY_SQL_PORT": str(port), "TRIBUTARY_DRIVER_MEMORY": "1g"}
+    env = short_lived(
+        {**os.environ, **settings_env(settings), "TRIBUTARY_SQL_PORT": str(port), "TRIBUTARY_DRIVER_MEMORY": "1g"}
+    )
     return subprocess.run(
         [sys.executable, "-m", "orchestration.cli.main", *args], env=env, capture_output=True, text=True, timeout=600
     )
