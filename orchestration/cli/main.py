@@ -209,6 +209,10 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, Handler]]:
 
     register_quarantine(sub, handlers)  # quarantine export
 
+    from orchestration.cli.unit import register as register_unit
+
+    register_unit(sub, handlers)  # test
+
     from orchestration.cli.validate import register as register_validate
 
     register_validate(sub, handlers)  # validate

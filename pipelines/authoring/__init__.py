@@ -27,6 +27,7 @@ from pipelines.authoring.decorators import (
     watermark,
 )
 from pipelines.authoring.kinds import append, cdc, dedupe, recompute, replace, upsert
+from pipelines.authoring.unit_tests import test
 from pipelines.io.landing_values import rounded
 from pipelines.sources.delta_changes import delta_changes
 from pipelines.spec.expectations import (
@@ -69,6 +70,7 @@ __all__ = [
     "setting",
     "silver",
     "static",
+    "test",
     "totals_match_upstream",
     "unique",
     "upsert",
