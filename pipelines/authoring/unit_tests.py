@@ -121,11 +121,23 @@ def frame(spark: SparkSession, rows: Rows, schema: StructType, what: str) -> Dat
     return df
 
 
-def _declaration(table: str) -> Declaration:
-    found = [d for d in DECLARED if d.name == table]
+def _declaration(t: UnitTest) -> Declaration:
+    """The declaration of `t`'s table in `t`'s own dataset: of the tables of that name any package declared (a
+    process may have loaded several datasets), the one whose module shares the longest package path with the
+    test's module."""
+    found = [d for d in DECLARED if d.name == t.table]
     if not found:
-        raise ConfigError(f"no table {table} is declared")
-    return found[-1]
+        raise ConfigError(f"{t.where}: no table {t.table} is declared")
+
+    def shared(d: Declaration) -> int:
+        count = 0
+        for mine, theirs in zip(t.module.split("."), d.module.split("."), strict=False):
+            if mine != theirs:
+                break
+            count += 1
+        return count
+
+    return max(reversed(found), key=shared)  # (the newest of equals: `max` keeps the first)
 
 
 def _inputs(spark: SparkSession, t: UnitTest, d: Declaration, registry: Registry) -> list[DataFrame]:
@@ -167,7 +179,7 @@ def _render(row: Mapping[str, Any]) -> str:
 
 def run_test(spark: SparkSession, t: UnitTest, registry: Registry) -> Outcome:
     """Run `t` (`test`) on `spark`: its table's function on the given rows, compared with the expected rows."""
-    d = _declaration(t.table)
+    d = _declaration(t)
     if d.fn is None:
         raise ConfigError(f"{t.where}: {t.table} has no function to test (it keeps its source's rows as read)")
     inputs = _inputs(spark, t, d, registry)

@@ -31,6 +31,9 @@ def _demo_tests() -> list[UnitTest]:
 
 
 def test_the_demo_datasets_tests_pass(spark, registry):
+    # Another dataset loaded in the same process declares a table of the same name: each test runs its own.
+    other = "import pipelines.authoring as tb\n\n@tb.silver\ndef events(bronze_events):\n    return bronze_events\n"
+    exec(compile(other, "other_dataset/tables.py", "exec"), {"__name__": "other_dataset.tables"})
     tests = _demo_tests()
     assert len(tests) >= 5 and len({t.table for t in tests}) >= 5
     outcomes = [run_test(spark, t, registry) for t in tests]
