@@ -5,19 +5,28 @@ target in a child process that SIGKILLs its whole process group (with its JVM) a
 (`tests/support/crash_child.py`), re-runs the target, and compares every table the target writes with the reference.
 Cases with two drops run the whole chain on a first drop, then kill the target while it takes in a second drop
 whose events overlap the first, so its batches carry late rows too.
+
+Cases share a home where that changes nothing a target sees (`_plan`): a home holds targets of one table format,
+storage and number of drops, no target twice, and none that an earlier target of the home runs as its upstream.
+So each target meets its upstream tables exactly as in a home of its own (taken in, and compared with the
+reference, by earlier cases of the home; a kill there only makes a downstream stream read a table a crash wrote),
+and is itself killed before anything ran it.
 """
 
 from __future__ import annotations
 
 import json
 import os
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 
 import pytest
 from pyspark.sql import functions as F
 
+from infra.settings import Settings
+from infra.spark import get_spark
 from pipelines.datasets.clickstream.sample_data import generate_clickstream
 from pipelines.datasets.ecommerce.sample_data import generate
+from pipelines.io import formats
 from pipelines.run.pipeline import run_pipeline
 from pipelines.run.runner import run_table
 from pipelines.spec.registry import Registry
@@ -187,24 +196,73 @@ SELECTED = [
 ]
 
 
+@dataclass
+class _Home:
+    """A home shared by the cases of one group: its settings, and its targets in the order they are killed."""
+
+    targets: list[str]
+    settings: Settings | None = None
+    killed: set[str] = field(default_factory=set)
+
+
+def _plan(registry: Registry) -> dict[tuple, _Home]:
+    """The home of each selected case: the first of its (format, storage, drops) whose earlier targets neither are
+    its target nor run it as their upstream."""
+    homes: dict[tuple, list[_Home]] = {}
+    plan = {}
+    for case in SELECTED:
+        target, _, _, drops, table_format, storage = case
+        group = homes.setdefault((table_format, storage, drops), [])
+        home = next(
+            (h for h in group if all(target != t and target not in _chain(registry, t) for t in h.targets)), None
+        )
+        if home is None:
+            home = _Home([])
+            group.append(home)
+        home.targets.append(target)
+        plan[case] = home
+    return plan
+
+
+@pytest.fixture(scope="module")
+def homes():
+    """The shared home of each case (built by its group's first case)."""
+    return _plan(crash_registry())
+
+
+def _prepared(spark, home: _Home, drops: int, table_format: str, storage: str, request, tmp_path_factory):
+    """The group's home, made and landed by the group's first case: with two drops, every target of the group and
+    its upstream tables have taken in the first drop before the second lands."""
+    if home.settings is None:
+        s = replace(make_settings(tmp_path_factory.mktemp("crash")), table_format=table_format)
+        assert get_spark(s) is spark  # registers the home's catalog on the shared session
+        if storage == "s3":
+            s = in_bucket(s, request.getfixturevalue("s3_server"))
+        registry = crash_registry()
+        _land(s, 1)
+        if drops == 2:
+            needed = {t for target in home.targets for t in (*_chain(registry, target), target)}
+            run_pipeline(spark, s, registry, [spec.name for spec in registry if spec.name in needed])
+            _land(s, 2)
+        home.settings = s
+    return home.settings
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize(
     ("target", "batch", "point", "drops", "table_format", "storage"), SELECTED, ids=lambda v: str(v)
 )
 def test_kill_then_rerun_matches_uninterrupted(
-    spark, fresh_settings, reference, request, target, batch, point, drops, table_format, storage
+    spark, homes, reference, request, tmp_path_factory, target, batch, point, drops, table_format, storage
 ):
-    s = replace(fresh_settings, table_format=table_format)
-    if storage == "s3":
-        s = in_bucket(s, request.getfixturevalue("s3_server"))
+    home = homes[(target, batch, point, drops, table_format, storage)]
+    s = _prepared(spark, home, drops, table_format, storage, request, tmp_path_factory)
     registry = crash_registry()
-    chain = _chain(registry, target)
-    _land(s, 1)
-    if drops == 2:
-        run_pipeline(spark, s, registry, [*chain, target])
-        _land(s, 2)
-    run_pipeline(spark, s, registry, chain)
+    # Nothing ran the target in this home yet (with two drops: only over the first).
+    assert target not in home.killed and (drops == 2 or not formats.table_format(s).exists(spark, target))
+    run_pipeline(spark, s, registry, _chain(registry, target))
     kill_in_child(s, target, batch, point)
+    home.killed.add(target)
 
     run_table(spark, s, registry.get(target))
 
