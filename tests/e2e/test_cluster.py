@@ -174,12 +174,28 @@ def test_the_demo_pipeline_run_by_the_dagster_daemon_on_the_cluster_equals_a_loc
     assert _dagster_runs(cluster, [run["runId"]]) == {run["runId"]: "SUCCESS"}
 
 
-def _launch_together(dev: DagsterDev, landing: Path, late: Path, *selections: list[str]) -> list[dict]:
-    """Stop the landing sensor, land the files (so only these runs write), launch one run per asset selection at
-    once and wait for all of them."""
-    assert dev.stop_sensor(LANDING_SENSOR) == "STOPPED"
-    shutil.copytree(landing, late)
-    run_ids = [dev.launch_run(PIPELINE_JOB, assets=selection) for selection in selections]
+@pytest.fixture(scope="module")
+def quiet_dev(cluster: local_cluster.Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[DagsterDev]:
+    """One Dagster instance on the cluster for the tests that launch their runs themselves: its landing sensor is
+    stopped before anything lands, and each run names its own home and catalog in its resource config (as a
+    Launchpad user would), so the tests share the instance and nothing else."""
+    root = tmp_path_factory.mktemp("quiet-dev")
+    with _dev(cluster, root, root / "no-landing", "quiet") as dev:
+        assert dev.stop_sensor(LANDING_SENSOR) == "STOPPED"
+        yield dev
+
+
+def _launch_together(
+    dev: DagsterDev, landing: Path, home: Path, catalog: str, *selections: list[str], max_cores: int | None = None
+) -> list[dict]:
+    """Land the files into `home` (so only these runs write), launch one run per asset selection at once, each on
+    `home` and `catalog` (and at most `max_cores` cores), and wait for all of them."""
+    shutil.copytree(landing, home / "landing")
+    config: dict = {"home": str(home), "catalog_name": catalog}
+    if max_cores is not None:
+        config["spark_config"] = {"spark.cores.max": str(max_cores)}
+    run_config = {"resources": {"spark": {"config": config}}}
+    run_ids = [dev.launch_run(PIPELINE_JOB, run_config=run_config, assets=selection) for selection in selections]
     runs = [dev.wait_run(run_id, 600) for run_id in run_ids]
     assert [r["status"] for r in runs] == ["SUCCESS"] * len(runs), dev.log_text()[-3000:]
     return runs
@@ -190,29 +206,32 @@ def _landed_as_reference(written: dict[str, list[str]], late: Path, landing: Pat
     return {name: [row.replace(str(late), str(landing)) for row in rows] for name, rows in written.items()}
 
 
-def test_two_runs_of_different_tables_at_once_both_land_every_row(cluster, landing, reference, tmp_path, monkeypatch):
+def test_two_runs_of_different_tables_at_once_both_land_every_row(
+    cluster, quiet_dev, landing, reference, tmp_path, monkeypatch
+):
     """Two Dagster runs, one core each, writing different tables through the PostgreSQL catalog at the same time."""
-    late, names = tmp_path / "landing", ("bronze.events", "bronze.impressions")
-    with _dev(cluster, tmp_path, late, "together", TRIBUTARY_MAX_CORES="1") as dev:
-        runs = _launch_together(dev, landing, late, [names[0], f"{names[0]}_files"], [names[1], f"{names[1]}_files"])
+    home, names = tmp_path / "home", ("bronze.events", "bronze.impressions")
+    selections = ([names[0], f"{names[0]}_files"], [names[1], f"{names[1]}_files"])
+    runs = _launch_together(quiet_dev, landing, home, "together", *selections, max_cores=1)
     (a, b) = runs
     assert a["startTime"] < b["endTime"] and b["startTime"] < a["endTime"], "the runs did not overlap"
-    settings = _cluster_settings(cluster, tmp_path / "home", late, "together", monkeypatch)
-    assert _landed_as_reference(_contents(settings, names), late, landing) == {name: reference[name] for name in names}
+    settings = _cluster_settings(cluster, home, home / "landing", "together", monkeypatch)
+    written = _contents(settings, names)
+    assert _landed_as_reference(written, home / "landing", landing) == {name: reference[name] for name in names}
     ids = [r["runId"] for r in runs]
     assert _dagster_runs(cluster, ids) == dict.fromkeys(ids, "SUCCESS")
 
 
 def test_two_runs_of_one_table_at_once_take_turns_and_land_each_row_once(
-    cluster, landing, reference, local_run, tmp_path, monkeypatch
+    cluster, quiet_dev, landing, reference, local_run, tmp_path, monkeypatch
 ):
     """No core limit: the first run holds every core, the second waits for executors (holding no lock), then
     finds everything written. A run that took the table's lock before its executors would wait forever."""
-    late, table = tmp_path / "landing", "bronze.events"
-    with _dev(cluster, tmp_path, late, "turns") as dev:
-        runs = _launch_together(dev, landing, late, [table, f"{table}_files"], [table, f"{table}_files"])
-    settings = _cluster_settings(cluster, tmp_path / "home", late, "turns", monkeypatch)
-    assert _landed_as_reference(_contents(settings, (table,)), late, landing) == {table: reference[table]}
+    home, table = tmp_path / "home", "bronze.events"
+    runs = _launch_together(quiet_dev, landing, home, "turns", [table, f"{table}_files"], [table, f"{table}_files"])
+    settings = _cluster_settings(cluster, home, home / "landing", "turns", monkeypatch)
+    written = _contents(settings, (table,))
+    assert _landed_as_reference(written, home / "landing", landing) == {table: reference[table]}
     assert len(runs) == 2 and _snapshots(settings, table) == _snapshots(local_run, table), "the second run wrote again"
 
 
