@@ -198,9 +198,13 @@ SELECTED = [
 
 @dataclass
 class _Home:
-    """A home shared by the cases of one group: its settings, and its targets in the order they are killed."""
+    """A home shared by the cases of one group: what they have in common, its targets in the order they are
+    killed, and its settings once the group's first case made it."""
 
-    targets: list[str]
+    table_format: str
+    storage: str
+    drops: int
+    targets: list[str] = field(default_factory=list)
     settings: Settings | None = None
     killed: set[str] = field(default_factory=set)
 
@@ -208,17 +212,22 @@ class _Home:
 def _plan(registry: Registry) -> dict[tuple, _Home]:
     """The home of each selected case: the first of its (format, storage, drops) whose earlier targets neither are
     its target nor run it as their upstream."""
-    homes: dict[tuple, list[_Home]] = {}
+    homes: list[_Home] = []
     plan = {}
     for case in SELECTED:
         target, _, _, drops, table_format, storage = case
-        group = homes.setdefault((table_format, storage, drops), [])
         home = next(
-            (h for h in group if all(target != t and target not in _chain(registry, t) for t in h.targets)), None
+            (
+                h
+                for h in homes
+                if (h.table_format, h.storage, h.drops) == (table_format, storage, drops)
+                and all(target != t and target not in _chain(registry, t) for t in h.targets)
+            ),
+            None,
         )
         if home is None:
-            home = _Home([])
-            group.append(home)
+            home = _Home(table_format, storage, drops)
+            homes.append(home)
         home.targets.append(target)
         plan[case] = home
     return plan
@@ -230,17 +239,17 @@ def homes():
     return _plan(crash_registry())
 
 
-def _prepared(spark, home: _Home, drops: int, table_format: str, storage: str, request, tmp_path_factory):
+def _prepared(spark, home: _Home, request, tmp_path_factory) -> Settings:
     """The group's home, made and landed by the group's first case: with two drops, every target of the group and
     its upstream tables have taken in the first drop before the second lands."""
     if home.settings is None:
-        s = replace(make_settings(tmp_path_factory.mktemp("crash")), table_format=table_format)
+        s = replace(make_settings(tmp_path_factory.mktemp("crash")), table_format=home.table_format)
         assert get_spark(s) is spark  # registers the home's catalog on the shared session
-        if storage == "s3":
+        if home.storage == "s3":
             s = in_bucket(s, request.getfixturevalue("s3_server"))
         registry = crash_registry()
         _land(s, 1)
-        if drops == 2:
+        if home.drops == 2:
             needed = {t for target in home.targets for t in (*_chain(registry, target), target)}
             run_pipeline(spark, s, registry, [spec.name for spec in registry if spec.name in needed])
             _land(s, 2)
@@ -256,7 +265,7 @@ def test_kill_then_rerun_matches_uninterrupted(
     spark, homes, reference, request, tmp_path_factory, target, batch, point, drops, table_format, storage
 ):
     home = homes[(target, batch, point, drops, table_format, storage)]
-    s = _prepared(spark, home, drops, table_format, storage, request, tmp_path_factory)
+    s = _prepared(spark, home, request, tmp_path_factory)
     registry = crash_registry()
     # Nothing ran the target in this home yet (with two drops: only over the first).
     assert target not in home.killed and (drops == 2 or not formats.table_format(s).exists(spark, target))
