@@ -24,6 +24,7 @@ from infra.home_record import recorded_format
 from infra.kafka import KafkaSettings
 from infra.object_store import ObjectStore, refuse_bucket_format, refuse_object_url, warehouse_bucket
 from infra.profile import Deployment, loopback_master
+from infra.scratch import default_root
 from infra.writable import writable_problem, writable_suggestion
 
 TABLE_FORMATS = ("iceberg", "delta")
@@ -151,6 +152,8 @@ class Settings:
     shuffle_partitions: int = 4
     driver_memory: str = "4g"
     jar_cache: Path = field(default_factory=lambda: Path.home() / ".cache" / "tributary" / "jars")
+    # Each JVM's temp files, in a folder of its own, swept once its process has ended (infra/scratch.py).
+    scratch: Path = field(default_factory=default_root)
     spark_conf: tuple[tuple[str, str], ...] = ()
     # Address the driver's ports listen on; None: 127.0.0.1 for a local master, Spark's default otherwise.
     bind_address: str | None = None
@@ -186,7 +189,7 @@ class Settings:
                         "(expected e.g. 'spark.executor.memory=4g,spark.sql.shuffle.partitions=8')"
                     )
                 extra[key.strip()] = value.strip()
-        for name in ("LANDING", "CHECKPOINTS", "CATALOG_DB"):
+        for name in ("LANDING", "CHECKPOINTS", "CATALOG_DB", "SCRATCH"):
             refuse_object_url(PREFIX + name, _env(name))
         warehouse = _env("WAREHOUSE", str(root / "warehouse"))
         warehouse_url = warehouse_bucket(PREFIX + "WAREHOUSE", warehouse)
@@ -205,6 +208,7 @@ class Settings:
             shuffle_partitions=_positive_int("SHUFFLE_PARTITIONS", "4"),
             driver_memory=_env("DRIVER_MEMORY", "4g"),
             jar_cache=Path(_env("JAR_CACHE", str(Path.home() / ".cache" / "tributary" / "jars"))).expanduser(),
+            scratch=Path(_env("SCRATCH") or default_root()).expanduser().resolve(),
             spark_conf=tuple(sorted(extra.items())),
             bind_address=_env("BIND_ADDRESS"),
             pipeline_cron=_env("PIPELINE_CRON", "0 * * * *"),
@@ -272,7 +276,8 @@ class Settings:
 
     def require_platform_writable(self) -> None:
         """`require_writable` for everything a pipeline run writes: home, warehouse, checkpoints, catalog database."""
-        self.require_writable("home", "warehouse", "checkpoints", *(("catalog_db",) if self.uses_sqlite else ()))
+        sqlite = ("catalog_db",) if self.uses_sqlite else ()
+        self.require_writable("home", "warehouse", "checkpoints", *sqlite, "scratch")
 
     def spark_sources(self) -> list[tuple[str, str, str]]:
         """(Spark key, the setting that decides it, its value) for every Spark key the user controls.

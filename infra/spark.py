@@ -23,6 +23,7 @@ from infra.executors import executor_problem, executor_wait
 from infra.jars import DELTA_EXTENSION, ICEBERG_EXTENSION, spark_jars
 from infra.java import require_java
 from infra.jvm_stderr import without_start_notice
+from infra.scratch import process_scratch
 from infra.settings import Settings
 from infra.spark_errors import start_failure
 from infra.spark_functions import register_functions
@@ -119,9 +120,10 @@ ANSI_MODE = "spark.sql.ansi.enabled"
 LOG_CONFIG = Path(__file__).with_name("log4j2.properties")
 
 
-def _driver_java_options(settings: Settings, archive: list[str]) -> str:
+def _driver_java_options(settings: Settings, archive: list[str], scratch: Path | None) -> str:
     return " ".join(
         [
+            *([f"-Djava.io.tmpdir={scratch}"] if scratch is not None else []),
             f"-Dderby.system.home={settings.home / 'derby'}",
             f"-Dlog4j2.configurationFile={LOG_CONFIG}",
             f"-Dtributary.log.dir={settings.home / 'logs'}",
@@ -130,8 +132,9 @@ def _driver_java_options(settings: Settings, archive: list[str]) -> str:
     )
 
 
-def spark_conf(settings: Settings) -> dict[str, str]:
-    """Every Spark setting Tributary uses for `settings` (also used to launch the SQL server)."""
+def spark_conf(settings: Settings, scratch: Path | None = None) -> dict[str, str]:
+    """Every Spark setting Tributary uses for `settings` (also used to launch the SQL server); the driver JVM's temp
+    files, and so Spark's local folder (`spark.local.dir` falls back to it), go to `scratch` (`infra.scratch`)."""
     jars = spark_jars(settings)
     conf = {
         "spark.master": settings.spark_master,
@@ -173,7 +176,7 @@ def spark_conf(settings: Settings) -> dict[str, str]:
         **speed_conf(settings),
         # Tables are always catalog-qualified; nothing should land in a local Hive warehouse.
         "spark.sql.warehouse.dir": str(settings.home / "spark-warehouse"),
-        DRIVER_JAVA_OPTIONS: _driver_java_options(settings, class_archive.use_options(settings)),
+        DRIVER_JAVA_OPTIONS: _driver_java_options(settings, class_archive.use_options(settings), scratch),
     }
     conf.update(_listen_conf(settings))
     conf.update(settings.deployment.spark_conf())
@@ -216,7 +219,7 @@ def get_spark(settings: Settings) -> SparkSession:
         pyiceberg_catalog(settings)  # creates the catalog tables before Spark connects
         settings.home.mkdir(parents=True, exist_ok=True)
         builder = SparkSession.builder
-        for key, value in spark_conf(settings).items():
+        for key, value in spark_conf(settings, process_scratch(settings.scratch).path).items():
             builder = builder.config(key, value)
         session = None
         _start_background_tasks()

@@ -26,6 +26,7 @@ UNDER_HOME = {
     "warehouse": "warehouse",
     "checkpoints": "checkpoints",
     "catalog_db": "catalog.db",
+    "scratch": "tmp",
 }
 
 

@@ -37,6 +37,7 @@ from urllib.parse import parse_qsl, urlencode
 
 from infra.errors import ConfigError, SetupError
 from infra.ports import port_free
+from infra.scratch import claim
 from infra.settings import Settings
 
 DEFAULT_PORT = 10009
@@ -130,12 +131,12 @@ def read_only_catalog_uri(settings: Settings) -> str:
     return f"{base}?{urlencode(params)}"
 
 
-def server_conf(settings: Settings, read_only: bool = True) -> dict[str, str]:
+def server_conf(settings: Settings, read_only: bool = True, scratch: Path | None = None) -> dict[str, str]:
     """Spark settings of the server: the platform's (`spark_conf`), adjusted for a long-lived shared endpoint."""
     from infra.jars import DELTA_EXTENSION, SQL_GUARD_EXTENSION
     from infra.spark import spark_conf
 
-    conf = spark_conf(settings)
+    conf = spark_conf(settings, scratch)
     conf["spark.app.name"] = "tributary-sql-server"
     # Thrift sessions resolve the catalog in their own threads: the Iceberg and JDBC classes must be on the
     # driver's system class path, not only added through spark.jars (else NoClassDefFoundError JdbcCatalog$...).
@@ -157,7 +158,9 @@ def _properties(conf: dict[str, str]) -> str:
     return "".join(f"{escape(key)}={escape(value)}\n" for key, value in sorted(conf.items()))
 
 
-def server_command(settings: Settings, port: int, read_only: bool = True, auth: bool = False) -> list[str]:
+def server_command(
+    settings: Settings, port: int, read_only: bool = True, auth: bool = False, scratch: Path | None = None
+) -> list[str]:
     """The spark-submit command line that runs the Thrift Server; writes its Spark settings to a 0600 file."""
     from infra.jars import SQL_GUARD_AUTHENTICATOR
 
@@ -167,7 +170,7 @@ def server_command(settings: Settings, port: int, read_only: bool = True, auth: 
     properties.unlink(missing_ok=True)
     fd = os.open(properties, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(fd, "w") as out:
-        out.write(_properties(server_conf(settings, read_only)))
+        out.write(_properties(server_conf(settings, read_only, scratch)))
     cmd = [str(spark_home() / "bin" / "spark-submit"), "--class", MAIN_CLASS, "--properties-file", str(properties)]
     hive = {"hive.server2.thrift.port": str(port), "hive.server2.thrift.bind.host": HOST}
     if auth:
@@ -267,7 +270,8 @@ def start(settings: Settings, port: int | None = None, read_only: bool = True, t
     if settings.spark_master.startswith("local"):
         env.setdefault("SPARK_LOCAL_IP", HOST)
     password = sql_password()
-    cmd = server_command(settings, port, read_only, auth=password is not None)
+    scratch = claim(settings.scratch)  # owned by the server's JVM, which inherits the lock
+    cmd = server_command(settings, port, read_only, auth=password is not None, scratch=scratch.path)
     with log.open("wb") as out:
         proc = subprocess.Popen(
             cmd,
@@ -277,7 +281,9 @@ def start(settings: Settings, port: int | None = None, read_only: bool = True, t
             cwd=folder,
             env=env,
             start_new_session=True,  # its own process group: stop() signals the JVM and nothing else
+            pass_fds=(scratch.fd,),
         )
+    scratch.release()
     auth = "password" if password else "none"
     info = ServerInfo(pid=proc.pid, port=port, read_only=read_only, log=str(log), auth=auth)
     pid_file(settings).write_text(json.dumps(asdict(info)))

@@ -74,16 +74,18 @@ def uncached() -> Iterator[None]:
         _UNCACHED.pop()
 
 
-def _empty_folder() -> str:
+def _empty_folder(spark: SparkSession) -> str:
     if not _EMPTY:
-        _EMPTY.append(tempfile.mkdtemp(prefix="tributary-infer-"))
+        # In the JVM's scratch folder (infra.scratch), which is swept if this process is killed.
+        scratch = spark.sparkContext._jvm.System.getProperty("java.io.tmpdir")
+        _EMPTY.append(tempfile.mkdtemp(prefix="tributary-infer-", dir=scratch))
         atexit.register(shutil.rmtree, _EMPTY[0], True)
     return _EMPTY[0]
 
 
 def empty_stream(spark: SparkSession, schema: StructType) -> DataFrame:
     """A streaming DataFrame of `schema` that is never started: enough for Spark to plan what reads it."""
-    return spark.readStream.schema(schema).format("parquet").load(_empty_folder())
+    return spark.readStream.schema(schema).format("parquet").load(_empty_folder(spark))
 
 
 def landed_schema(d: Declaration) -> StructType:

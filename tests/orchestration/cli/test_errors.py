@@ -140,6 +140,12 @@ BAD_SETTINGS = {
         "TRIBUTARY_CHECKPOINTS={tmp}/afile/checkpoints is not writable ({tmp}/afile is not a folder); "
         "set TRIBUTARY_CHECKPOINTS to a folder you can write, e.g. {tmp}/.tributary/checkpoints",
     ),
+    "scratch not writable": (
+        "run",
+        {"TRIBUTARY_SCRATCH": "{tmp}/afile/scratch"},
+        "TRIBUTARY_SCRATCH={tmp}/afile/scratch is not writable ({tmp}/afile is not a folder); "
+        "set TRIBUTARY_SCRATCH to a folder you can write, e.g. {tmp}/.tributary/tmp",
+    ),
     "landing not writable": (
         "generate",
         {"TRIBUTARY_LANDING": "{tmp}/afile/landing"},
