@@ -11,10 +11,7 @@ the fix; `Settings.require_writable` checks the folders a command will write.
 
 from __future__ import annotations
 
-import ipaddress
 import os
-import re
-from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import date
 from pathlib import Path
@@ -25,6 +22,7 @@ from infra.kafka import KafkaSettings
 from infra.object_store import ObjectStore, refuse_bucket_format, refuse_object_url, warehouse_bucket
 from infra.profile import Deployment, loopback_master
 from infra.scratch import default_root
+from infra.setting_checks import SPARK_KEYS, check_address, check_master, check_memory, require_positive_int
 from infra.writable import writable_problem, writable_suggestion
 
 TABLE_FORMATS = ("iceberg", "delta")
@@ -36,13 +34,6 @@ def _env(name: str, default: str | None = None) -> str | None:
     return value if value not in (None, "") else default
 
 
-def _require_positive_int(setting: str, value: str) -> int:
-    """`value` as an int, or `ConfigError` naming `setting` when it is not a positive integer."""
-    if not (value.isascii() and value.isdigit()) or int(value) < 1:
-        raise ConfigError(f"{setting} must be a positive integer, got {value!r}")
-    return int(value)
-
-
 def _non_negative_int(name: str, default: str, unit: str) -> int:
     """The setting as a whole number of `unit` (0 or more), or `ConfigError` naming it and its unit."""
     value = _env(name, default)
@@ -52,67 +43,10 @@ def _non_negative_int(name: str, default: str, unit: str) -> int:
 
 
 def _positive_int(name: str, default: str) -> int:
-    return _require_positive_int(PREFIX + name, _env(name, default))
+    return require_positive_int(PREFIX + name, _env(name, default))
 
 
-# JVM heap sizes as `-Xmx` takes them: a whole number and a unit (k, m, g, t); Spark needs a 450m heap or more.
-_MEMORY = re.compile(r"([1-9][0-9]*)([kmgt])", re.IGNORECASE)
-_MEMORY_UNITS = "kmgt"
-_MIN_DRIVER_MEMORY_MB = 450
-# Masters Spark 4.1 accepts: local threads (and failures), local-cluster, standalone, YARN, Kubernetes.
-_MASTER = re.compile(
-    r"local(\[([1-9][0-9]*|\*)(\s*,\s*[1-9][0-9]*)?\])?"
-    r"|local-cluster\[\s*[1-9][0-9]*\s*,\s*[1-9][0-9]*\s*,\s*[1-9][0-9]*\s*\]"
-    r"|spark://[^\s/:,]+:[0-9]+(,[^\s/:,]+:[0-9]+)*"
-    r"|yarn|k8s://\S+"
-)
-_HOST_NAME = re.compile(r"[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?)*")
 LOOPBACK = "127.0.0.1"
-
-
-def _check_memory(setting: str, value: str) -> None:
-    match = _MEMORY.fullmatch(value)
-    if not match:
-        raise ConfigError(
-            f"{setting}={value!r} is not a JVM memory size; use a whole number and a unit k, m, g or t, e.g. 512m or 4g"
-        )
-    megabytes = int(match[1]) * 1024 ** _MEMORY_UNITS.index(match[2].lower()) / 1024
-    if megabytes < _MIN_DRIVER_MEMORY_MB:
-        raise ConfigError(
-            f"{setting}={value!r} is too small: Spark needs at least {_MIN_DRIVER_MEMORY_MB}m; use e.g. 512m or 4g"
-        )
-
-
-def _check_master(setting: str, value: str) -> None:
-    if not _MASTER.fullmatch(value):
-        raise ConfigError(
-            f"{setting}={value!r} is not a Spark master URL; use local, local[N], local[*], local[N,F], "
-            "spark://host:port, yarn or k8s://https://host:port"
-        )
-
-
-def _check_address(setting: str, value: str) -> None:
-    try:
-        ipaddress.ip_address(value)
-    except ValueError:
-        if not _HOST_NAME.fullmatch(value):
-            raise ConfigError(
-                f"{setting}={value!r} is not an IP address or host name; use e.g. 127.0.0.1 (this machine "
-                "only) or the address cluster executors reach the driver on"
-            ) from None
-
-
-# Spark keys that Tributary sets from its own variables: in `TRIBUTARY_SPARK_CONF` they obey the same rule.
-SPARK_KEYS: dict[str, tuple[str, Callable[[str, str], object]]] = {
-    "spark.master": ("TRIBUTARY_SPARK_MASTER", _check_master),
-    "spark.driver.memory": ("TRIBUTARY_DRIVER_MEMORY", _check_memory),
-    "spark.sql.shuffle.partitions": ("TRIBUTARY_SHUFFLE_PARTITIONS", _require_positive_int),
-    "spark.driver.bindAddress": ("TRIBUTARY_BIND_ADDRESS", _check_address),
-    "spark.driver.host": ("TRIBUTARY_BIND_ADDRESS", _check_address),
-    "spark.executor.memory": ("TRIBUTARY_EXECUTOR_MEMORY", _check_memory),
-    "spark.executor.cores": ("TRIBUTARY_EXECUTOR_CORES", _require_positive_int),
-    "spark.cores.max": ("TRIBUTARY_MAX_CORES", _require_positive_int),
-}
 
 
 def spark_conf_label(key: str) -> str:
@@ -241,11 +175,11 @@ class Settings:
             raise ConfigError(f"TRIBUTARY_CATALOG_NAME={self.catalog_name!r} must be a lower-case identifier")
         if self.catalog_name == "delta":  # infra.catalog.DELTA_CATALOG: the Spark catalog of the Delta tables
             raise ConfigError("TRIBUTARY_CATALOG_NAME='delta' is the Delta tables' Spark catalog: choose another name")
-        _check_master("TRIBUTARY_SPARK_MASTER", self.spark_master)
-        _check_memory("TRIBUTARY_DRIVER_MEMORY", self.driver_memory)
-        _require_positive_int("TRIBUTARY_SHUFFLE_PARTITIONS", str(self.shuffle_partitions))
+        check_master("TRIBUTARY_SPARK_MASTER", self.spark_master)
+        check_memory("TRIBUTARY_DRIVER_MEMORY", self.driver_memory)
+        require_positive_int("TRIBUTARY_SHUFFLE_PARTITIONS", str(self.shuffle_partitions))
         if self.bind_address is not None:
-            _check_address("TRIBUTARY_BIND_ADDRESS", self.bind_address)
+            check_address("TRIBUTARY_BIND_ADDRESS", self.bind_address)
         for key, label, value in self.spark_sources():
             if key in SPARK_KEYS:
                 SPARK_KEYS[key][1](label, value)
