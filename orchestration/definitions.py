@@ -21,6 +21,7 @@ from orchestration.run_log_sensor import build_run_log_sensor
 from orchestration.schedules import build_pipeline_schedule
 from orchestration.sensors import build_landing_sensor, build_run_failure_sensor
 from orchestration.serving import SERVING_GROUP, build_serving_assets
+from orchestration.sinks import SINKS_GROUP, build_sink_assets
 from pipelines.datasets import default_registry
 
 PIPELINE_JOB = "tributary_pipeline"
@@ -33,15 +34,16 @@ def build_definitions() -> Definitions:
     settings = Settings.from_env()
     pipeline_job = define_asset_job(
         PIPELINE_JOB,
-        selection=AssetSelection.groups(*LAYER_GROUPS, SERVING_GROUP),
+        selection=AssetSelection.groups(*LAYER_GROUPS, SERVING_GROUP, SINKS_GROUP),
         executor_def=in_process_executor,
         description="Every table bronze → silver → gold, incrementally, in one process sharing one SparkSession, "
-        "then the served tables synced into PostgreSQL.",
+        "then the served tables synced into PostgreSQL and the sinks delivered.",
     )
     return Definitions(
         assets=build_table_assets(registry, settings)
         + build_maintenance_assets(registry)
-        + build_serving_assets(registry),
+        + build_serving_assets(registry)
+        + build_sink_assets(registry),
         asset_checks=build_asset_checks(registry),
         jobs=[pipeline_job, maintenance_job, build_reprocess_job(registry), build_full_refresh_job(registry)],
         schedules=[maintenance_schedule, build_pipeline_schedule(pipeline_job, settings)],

@@ -77,7 +77,7 @@ def test_project_declares_the_layer_and_acyclic_contracts() -> None:
     acyclic = [c for c in contracts if c["type"] == "acyclic_siblings"]
     assert [c["layers"] for c in top] == [["orchestration", "quality", "pipelines", "infra"]]
     assert [c["layers"] for c in inner] == [
-        ["datasets", "authoring", "ops", "run", "sources", "write", "io", "transforms", "spec"]
+        ["datasets", "authoring", "ops", "deliver", "run", "sources", "write", "io", "transforms", "spec"]
     ]
     assert [sorted(c["ancestors"]) for c in acyclic] == [sorted(PRODUCT_PACKAGES)]
 

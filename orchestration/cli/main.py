@@ -101,7 +101,21 @@ def _run(args: argparse.Namespace, settings: Settings) -> int:
     if lines:
         print("\n" + "\n".join(lines))
     _serve_after_run(settings, registry, tables)
-    return 0
+    return _sinks_after_run(settings, registry, reports if tables else None)
+
+
+def _sinks_after_run(settings: Settings, registry, reports: list | None) -> int:
+    """Deliver the sinks of the tables the run ran (every sink for a whole run); 1 when one failed."""
+    from pipelines.deliver.run import run_sinks
+
+    ran = None if reports is None else [r.table for r in reports]
+    delivered, failures = run_sinks(None, settings, registry, ran)
+    for report in delivered:
+        if report.delivered:
+            print(report.line())
+    for failure in failures:
+        print(f"tributary: error: the run committed its tables, but {failure}", file=sys.stderr)
+    return 1 if failures else 0
 
 
 def _serve_after_run(settings: Settings, registry, tables: list[str] | None) -> None:

@@ -27,6 +27,7 @@ from pipelines.authoring.decorators import (
     watermark,
 )
 from pipelines.authoring.kinds import append, cdc, dedupe, recompute, replace, upsert
+from pipelines.authoring.sinks import jdbc_table, kafka_topic, sink
 from pipelines.authoring.unit_tests import test
 from pipelines.io.landing_values import rounded
 from pipelines.sources.delta_changes import delta_changes
@@ -57,7 +58,9 @@ __all__ = [
     "fresh",
     "gold",
     "in_set",
+    "jdbc_table",
     "kafka",
+    "kafka_topic",
     "landing",
     "not_null",
     "plausible_time",
@@ -69,6 +72,7 @@ __all__ = [
     "schema",
     "setting",
     "silver",
+    "sink",
     "static",
     "test",
     "totals_match_upstream",

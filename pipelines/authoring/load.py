@@ -11,12 +11,13 @@ definitions run the same checks; the planning is cached with the schemas (`pipel
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from infra.errors import ConfigError
 from pipelines.authoring.build import build_spec, ordered
 from pipelines.authoring.declarations import Declaration, DeclarationError
 from pipelines.authoring.discover import declarations
+from pipelines.authoring.sinks import sinks_of
 from pipelines.spec.registry import Registry
 from pipelines.spec.tables import TableSpec
 
@@ -78,14 +79,24 @@ def _checked(d: Declaration, specs: dict[str, TableSpec], registry: Registry) ->
 
 
 def check_datasets(modules: Iterable[str]) -> Validation:
-    """Load `modules` and plan every table they declare, collecting every problem instead of stopping at one."""
+    """Load `modules` and plan every table (and sink) they declare, collecting every problem instead of stopping
+    at one."""
     modules = list(modules)
     problems: list[str] = []
     found = declarations(modules, problems)
     if not found and not problems:
         where = ", ".join(modules) or "any dataset"
         problems.append(f"no tables are declared in {where}; declare one (docs/authoring.md)")
-    return check_declarations(found, problems)
+    result = check_declarations(found, problems)
+    sink_problems = []
+    for sink in sinks_of(modules):
+        if sink.table in result.unchecked or repr(sink.table) in " ".join(result.problems):
+            continue  # its table has a problem of its own
+        try:
+            result.registry.add_sink(sink)
+        except ConfigError as exc:
+            sink_problems.append(f"{sink.where}: {exc}")
+    return replace(result, problems=(*result.problems, *sink_problems)) if sink_problems else result
 
 
 def build_registry(found: list[Declaration]) -> Registry:

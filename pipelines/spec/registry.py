@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Iterator
+from dataclasses import replace
 
 from infra.errors import ConfigError
 from infra.identifiers import validate_table_name
+from pipelines.spec.delivery import SinkSpec
 from pipelines.spec.modes import check_spec_modes
 from pipelines.spec.strategy import Sink
 from pipelines.spec.tables import LAYERS, TableSpec
@@ -51,6 +54,9 @@ def _check_archived_folder(spec: TableSpec, first: TableSpec, folder: str) -> No
         )
 
 
+_SINK_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
+
+
 class Registry:
     """An ordered, validated set of table specs."""
 
@@ -58,8 +64,38 @@ class Registry:
         self._specs: dict[str, TableSpec] = {}
         self._written: set[str] = set()
         self._folders: dict[str, TableSpec] = {}
+        self._sinks: dict[str, SinkSpec] = {}
         for spec in specs:
             self.add(spec)
+
+    def add_sink(self, sink: SinkSpec) -> SinkSpec:
+        """Check `sink` against the tables (a ConfigError names it), keep it and return it as kept: a destination
+        declared without keys takes those of the table it follows."""
+        if not _SINK_NAME.match(sink.name):
+            raise ConfigError(
+                f"sink name {sink.name!r} must be lower-case letters, digits and _, starting with a letter"
+            )
+        if sink.name in self._sinks:
+            raise ConfigError(f"sink {sink.name!r} is declared twice")
+        if sink.table not in self._specs:
+            raise ConfigError(f"sink {sink.name!r} follows {sink.table!r}, which no dataset declares")
+        table = self._specs[sink.table]
+        sink = replace(sink, destination=sink.destination.with_keys(table.keys))
+        keys = sink.destination.keys
+        columns = set(table.output.schema.fieldNames())
+        missing = [k for k in keys if k not in columns]
+        if missing:
+            raise ConfigError(
+                f"sink {sink.name!r}: key {missing[0]!r} is not a column of {sink.table} (its columns: "
+                f"{', '.join(sorted(columns))})"
+            )
+        self._sinks[sink.name] = sink
+        return sink
+
+    @property
+    def sinks(self) -> list[SinkSpec]:
+        """The declared sinks, in declaration order (`pipelines.deliver`)."""
+        return list(self._sinks.values())
 
     def add(self, spec: TableSpec) -> None:
         """Check `spec` against itself and the tables before it, then keep it (a ConfigError names the table)."""

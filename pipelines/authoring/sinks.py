@@ -1,0 +1,71 @@
+"""Declaring sinks: `tb.sink(name, table, to=...)` beside the tables, with one function per destination kind.
+
+tb.sink("orders_to_kafka", "silver.orders", to=tb.kafka_topic("orders"))
+tb.sink("revenue_to_app", "gold.daily_revenue", to=tb.jdbc_table(tb.setting("APP_DB_URL", ""), "public.revenue"))
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from infra.errors import ConfigError
+from pipelines.authoring.declarations import DeclarationError, caller_module, place
+from pipelines.deliver.jdbc_table import JdbcTable
+from pipelines.deliver.kafka_topic import KafkaTopic
+from pipelines.spec.delivery import Destination, SinkSpec
+
+
+@dataclass(frozen=True)
+class SinkDeclaration:
+    """One `tb.sink(...)`: the sink and the module that declared it."""
+
+    sink: SinkSpec
+    module: str
+
+
+# Every sink declared in this process, in order; `pipelines.authoring.load` takes those of the datasets it loads.
+SINKS: list[SinkDeclaration] = []
+
+
+def _keys(keys: str | tuple[str, ...] | list[str]) -> tuple[str, ...]:
+    return (keys,) if isinstance(keys, str) else tuple(keys)
+
+
+def kafka_topic(topic: str, keys: str | tuple[str, ...] = (), partitions: int = 3) -> KafkaTopic:
+    """Deliver to Kafka `topic` (on `TRIBUTARY_KAFKA_BOOTSTRAP`): one JSON message per row, keyed by `keys`
+    (default: the table's keys), tombstones for deleted keys; `partitions` when the sink creates the topic."""
+    try:
+        return KafkaTopic(topic, _keys(keys), partitions)
+    except ConfigError as exc:
+        raise DeclarationError(f"{place()}: {exc}") from None
+
+
+def jdbc_table(url: str, table: str, keys: str | tuple[str, ...] = ()) -> JdbcTable:
+    """Deliver to PostgreSQL table `table` (`schema.table`) of the database at `url`
+    (`postgresql://user:password@host:port/db`; pass it with `tb.setting(...)` to keep the password out of the
+    code): with `keys` (default: the table's keys) rows are inserted or updated by key and deleted keys deleted."""
+    if not url:
+        raise DeclarationError(f"{place()}: the sink's database URL is empty; set it (e.g. with tb.setting(...))")
+    try:
+        return JdbcTable(url, table, _keys(keys))
+    except ConfigError as exc:
+        raise DeclarationError(f"{place()}: {exc}") from None
+
+
+def sink(name: str, table: str, *, to: Destination) -> SinkSpec:
+    """Declare sink `name`: every change of registry table `table` delivered exactly once to `to`."""
+    where = place()
+    if not isinstance(to, Destination):
+        raise DeclarationError(f"{where}: sink {name!r}: to= must be tb.kafka_topic(...) or tb.jdbc_table(...)")
+    declared = SinkDeclaration(SinkSpec(name, table, to, where), caller_module())
+    for i, old in enumerate(SINKS):
+        if old.module == declared.module and old.sink.where == where:  # a module imported again
+            SINKS[i] = declared
+            return declared.sink
+    SINKS.append(declared)
+    return declared.sink
+
+
+def sinks_of(modules: list[str]) -> list[SinkSpec]:
+    """The sinks declared by `modules` (and their submodules)."""
+    return [d.sink for d in SINKS if any(d.module == name or d.module.startswith(f"{name}.") for name in modules)]
