@@ -27,7 +27,7 @@ from pipelines.authoring.decorators import (
     watermark,
 )
 from pipelines.authoring.kinds import append, cdc, dedupe, recompute, replace, upsert
-from pipelines.authoring.sinks import jdbc_table, kafka_topic, sink
+from pipelines.authoring.sinks import jdbc_table, kafka_topic, sink, table_path
 from pipelines.authoring.unit_tests import test
 from pipelines.io.landing_values import rounded
 from pipelines.sources.delta_changes import delta_changes
@@ -74,6 +74,7 @@ __all__ = [
     "silver",
     "sink",
     "static",
+    "table_path",
     "test",
     "totals_match_upstream",
     "unique",

@@ -12,6 +12,7 @@ from infra.errors import ConfigError
 from pipelines.authoring.declarations import DeclarationError, caller_module, place
 from pipelines.deliver.jdbc_table import JdbcTable
 from pipelines.deliver.kafka_topic import KafkaTopic
+from pipelines.deliver.table_path import TablePath
 from pipelines.spec.delivery import Destination, SinkSpec
 
 
@@ -52,11 +53,22 @@ def jdbc_table(url: str, table: str, keys: str | tuple[str, ...] = ()) -> JdbcTa
         raise DeclarationError(f"{place()}: {exc}") from None
 
 
+def table_path(format: str, path: str, keys: str | tuple[str, ...] = ()) -> TablePath:
+    """Deliver to the Delta table at `path` (a local folder, e.g. another team's lakehouse table; created on the
+    first delivery): with `keys` (default: the table's keys) one MERGE per delivery, else appends."""
+    try:
+        return TablePath(format, path, _keys(keys))
+    except ConfigError as exc:
+        raise DeclarationError(f"{place()}: {exc}") from None
+
+
 def sink(name: str, table: str, *, to: Destination) -> SinkSpec:
     """Declare sink `name`: every change of registry table `table` delivered exactly once to `to`."""
     where = place()
     if not isinstance(to, Destination):
-        raise DeclarationError(f"{where}: sink {name!r}: to= must be tb.kafka_topic(...) or tb.jdbc_table(...)")
+        raise DeclarationError(
+            f"{where}: sink {name!r}: to= must be tb.kafka_topic(...), tb.jdbc_table(...) or tb.table_path(...)"
+        )
     declared = SinkDeclaration(SinkSpec(name, table, to, where), caller_module())
     for i, old in enumerate(SINKS):
         if old.module == declared.module and old.sink.where == where:  # a module imported again

@@ -1,8 +1,9 @@
-"""Sinks deliver every change of their table exactly once, to a real Kafka broker and a real PostgreSQL, on
-Iceberg and on Delta: a CDC table's updates and deletes reach keyed destinations (a Kafka topic read compacted,
-a PostgreSQL table), and its append-only bronze reaches unkeyed ones line for line; a run with nothing new sends
-nothing; a run killed before, inside or after a destination's commit is followed by a run that ends as if it
-had not been; an unreachable destination stops only its sink, with one line, and the next run catches up once."""
+"""Sinks deliver every change of their table exactly once, on Iceberg and on Delta, to a real Kafka broker, a real
+PostgreSQL and Delta tables outside the home: a CDC table's updates and deletes reach keyed destinations (a Kafka
+topic read compacted, a PostgreSQL table, a Delta table), and its append-only bronze reaches unkeyed ones line for
+line; a run with nothing new sends nothing; a run killed before, inside or after a destination's commit is
+followed by a run that ends as if it had not been; an unreachable destination stops only its sink, with one line,
+and the next run catches up once."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ import psycopg2
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 from dagster import materialize
+from deltalake import DeltaTable
 
 from infra.deploy import postgres
 from infra.kafka_broker import Broker, start_broker
@@ -58,6 +60,9 @@ tb.sink("changes_to_kafka_{tag}", "bronze.order_changes", to=tb.kafka_topic("cha
 tb.sink("orders_to_kafka_{tag}", "silver.orders", to=tb.kafka_topic("orders_{tag}"))
 tb.sink("changes_to_pg_{tag}", "bronze.order_changes", to=tb.jdbc_table(DB, "app.changes_{tag}"))
 tb.sink("orders_to_pg_{tag}", "silver.orders", to=tb.jdbc_table(DB, "app.orders_{tag}"))
+SHARED = tb.setting("SINK_DELTA_ROOT", "/nowhere")
+tb.sink("changes_to_delta_{tag}", "bronze.order_changes", to=tb.table_path("delta", SHARED + "/changes_{tag}"))
+tb.sink("orders_to_delta_{tag}", "silver.orders", to=tb.table_path("delta", SHARED + "/orders_{tag}"))
 """
 
 KEYS = 40
@@ -122,6 +127,7 @@ def database() -> Iterator[str]:
 def _home(settings: Settings, broker: Broker, database: str, monkeypatch, tmp_path: Path, tag: str):
     monkeypatch.setenv("TRIBUTARY_SINK_DB_URL", database)
     monkeypatch.setenv("TRIBUTARY_KAFKA_BOOTSTRAP", broker.bootstrap)
+    monkeypatch.setenv("TRIBUTARY_SINK_DELTA_ROOT", str(tmp_path / "shared"))
     settings = replace(settings, kafka=replace(settings.kafka, bootstrap=broker.bootstrap))
     packages = tmp_path / "packages"
     package = write_package(packages, f"sinks_{tag}", {"tables.py": TABLES.replace("{tag}", tag)})
@@ -174,8 +180,12 @@ def _pg(database: str, query: str) -> list[tuple]:
         connection.close()
 
 
-def _destinations(database: str, bootstrap: str, tag: str) -> dict[str, object]:
-    """What each of the four destinations holds, in the shape its expectation takes."""
+def _delta(root: Path, name: str) -> list[dict]:
+    return DeltaTable(str(root / name)).to_pyarrow_table().to_pylist()
+
+
+def _destinations(database: str, bootstrap: str, tag: str, shared: Path) -> dict[str, object]:
+    """What each of the six destinations holds, in the shape its expectation takes."""
     changes = _messages(bootstrap, f"changes_{tag}")
     return {
         "changes_to_kafka": Counter((v["o_orderkey"], v["seq"], v["op"]) for _, v in changes),
@@ -185,6 +195,10 @@ def _destinations(database: str, bootstrap: str, tag: str) -> dict[str, object]:
         "orders_to_pg": {
             k: (s, p)
             for k, s, p in _pg(database, f"SELECT o_orderkey, o_orderstatus, o_totalprice FROM app.orders_{tag}")
+        },
+        "changes_to_delta": Counter((r["o_orderkey"], r["seq"], r["op"]) for r in _delta(shared, f"changes_{tag}")),
+        "orders_to_delta": {
+            r["o_orderkey"]: (r["o_orderstatus"], r["o_totalprice"]) for r in _delta(shared, f"orders_{tag}")
         },
     }
 
@@ -197,6 +211,8 @@ def _expected(landings: list[list[dict]]) -> dict[str, object]:
         "orders_to_kafka": live,
         "changes_to_pg": _lines(landings),
         "orders_to_pg": live,
+        "changes_to_delta": _lines(landings),
+        "orders_to_delta": live,
     }
 
 
@@ -212,6 +228,8 @@ def test_sinks_deliver_every_change_once(spark, format_settings, broker, databas
         f"orders_to_kafka_{tag}": ("o_orderkey",),  # the CDC table's key, inferred
         f"changes_to_pg_{tag}": (),
         f"orders_to_pg_{tag}": ("o_orderkey",),
+        f"changes_to_delta_{tag}": (),
+        f"orders_to_delta_{tag}": ("o_orderkey",),
     }
     landings = _landings()
     for i, lines in enumerate(landings):
@@ -220,11 +238,15 @@ def test_sinks_deliver_every_change_once(spark, format_settings, broker, databas
         reports, failures = run_sinks(spark, settings, registry)
         assert not failures, failures
         by_name = {r.sink.rsplit("_", 1)[0]: r for r in reports}
-        assert by_name["changes_to_kafka"].rows == by_name["changes_to_pg"].rows == len(lines), reports
+        assert {by_name[n].rows for n in ("changes_to_kafka", "changes_to_pg", "changes_to_delta")} == {len(lines)}
         assert {r.mode for r in reports} == {"first" if i == 0 else "changes"}
         if i == 1:  # keys deleted by the CDC feed reach the keyed destinations as deletes
-            assert by_name["orders_to_pg"].deleted == by_name["orders_to_kafka"].deleted == len(DELETED)
-        assert _destinations(database, broker.bootstrap, tag) == _expected(landings[: i + 1]), f"after landing {i}"
+            assert {by_name[n].deleted for n in ("orders_to_pg", "orders_to_kafka", "orders_to_delta")} == {
+                len(DELETED)
+            }
+        assert _destinations(database, broker.bootstrap, tag, tmp_path / "shared") == _expected(landings[: i + 1]), (
+            f"after landing {i}"
+        )
         for sink in registry.sinks:
             checked = reconcile(settings, registry, sink)
             assert checked.passed, checked.description
@@ -234,7 +256,7 @@ def test_sinks_deliver_every_change_once(spark, format_settings, broker, databas
         patched.setattr(iceberg, "get_spark", _no_session)
         reports, failures = run_sinks(_no_session, settings, registry)
     assert not failures and {r.mode for r in reports} == {"unchanged"}, reports
-    assert _destinations(database, broker.bootstrap, tag) == _expected(landings)
+    assert _destinations(database, broker.bootstrap, tag, tmp_path / "shared") == _expected(landings)
 
     # As Dagster assets: one per sink, downstream of its table, each with a passing delivered-every-row check.
     assets = build_sink_assets(registry)
@@ -245,13 +267,15 @@ def test_sinks_deliver_every_change_once(spark, format_settings, broker, databas
     result = materialize(assets, resources={"spark": resource})
     assert result.success
     checks = result.get_asset_check_evaluations()
-    assert len(checks) == 4 and all(c.passed and c.check_name == DELIVERED_CHECK for c in checks), checks
+    assert len(checks) == 6 and all(c.passed and c.check_name == DELIVERED_CHECK for c in checks), checks
     compared = {c.asset_key.path[1]: c.metadata["table_rows"].value for c in checks if "table_rows" in c.metadata}
     # A keyed topic holds a message per change, not a row per row: it is the one not compared.
     assert compared == {
         f"orders_to_pg_{tag}": len(_live(landings)),
         f"changes_to_kafka_{tag}": sum(map(len, landings)),
         f"changes_to_pg_{tag}": sum(map(len, landings)),
+        f"orders_to_delta_{tag}": len(_live(landings)),
+        f"changes_to_delta_{tag}": sum(map(len, landings)),
     }, [c.description for c in checks]
 
 
@@ -271,6 +295,8 @@ def test_a_sink_killed_before_inside_or_after_its_commit_delivers_once(
         "changes_to_pg_kill": ("before", "inside", "after"),
         "orders_to_pg_kill": ("inside",),
         "changes_to_kafka_kill": ("inside",),
+        "orders_to_delta_kill": ("after",),
+        "changes_to_delta_kill": ("before",),
     }
     for sink, points in kills.items():
         for point in points:
@@ -284,8 +310,10 @@ def test_a_sink_killed_before_inside_or_after_its_commit_delivers_once(
         "changes_to_pg_kill": "unchanged",
         "orders_to_pg_kill": "changes",
         "changes_to_kafka_kill": "changes",
+        "orders_to_delta_kill": "unchanged",
+        "changes_to_delta_kill": "changes",
     }
-    assert _destinations(database, broker.bootstrap, "kill") == _expected(landings[:2])
+    assert _destinations(database, broker.bootstrap, "kill", tmp_path / "shared") == _expected(landings[:2])
 
 
 def test_an_unreachable_destination_stops_only_its_sink_and_the_next_run_catches_up(
@@ -317,4 +345,4 @@ def test_an_unreachable_destination_stops_only_its_sink_and_the_next_run_catches
     run_pipeline(spark, settings, registry)
     reports, failures = run_sinks(spark, settings, registry)
     assert not failures and {r.mode for r in reports} == {"first"}, reports
-    assert _destinations(database, broker.bootstrap, "down") == _expected(landings[:2])
+    assert _destinations(database, broker.bootstrap, "down", tmp_path / "shared") == _expected(landings[:2])
