@@ -33,6 +33,7 @@ SECTIONS = (
     ("bench.sdp_peer", "bench_sdp_peer"),
     ("bench.cluster", "bench_cluster"),
     ("bench.serving", "bench_serving"),
+    ("bench.sinks", "bench_sinks"),
 )
 
 
