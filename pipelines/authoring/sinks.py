@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from infra.errors import ConfigError
 from pipelines.authoring.declarations import DeclarationError, caller_module, place
+from pipelines.authoring.decorators import setting as setting_value
 from pipelines.deliver.jdbc_table import JdbcTable
 from pipelines.deliver.kafka_topic import KafkaTopic
 from pipelines.deliver.table_path import TablePath
@@ -69,13 +70,54 @@ def sink(name: str, table: str, *, to: Destination) -> SinkSpec:
         raise DeclarationError(
             f"{where}: sink {name!r}: to= must be tb.kafka_topic(...), tb.jdbc_table(...) or tb.table_path(...)"
         )
-    declared = SinkDeclaration(SinkSpec(name, table, to, where), caller_module())
+    return record_sink(SinkSpec(name, table, to, where), caller_module())
+
+
+def record_sink(spec: SinkSpec, module: str) -> SinkSpec:
+    """Keep `spec`, declared by `module`; a module imported again replaces its own earlier declaration."""
+    declared = SinkDeclaration(spec, module)
     for i, old in enumerate(SINKS):
-        if old.module == declared.module and old.sink.where == where:  # a module imported again
+        if old.module == module and old.sink.where == spec.where:
             SINKS[i] = declared
-            return declared.sink
+            return spec
     SINKS.append(declared)
-    return declared.sink
+    return spec
+
+
+_SQL_KINDS = {
+    "kafka": ("<topic>", 1, lambda args: KafkaTopic(args[0])),
+    "postgres": ("$<URL_SETTING> <schema.table>", 2, lambda args: JdbcTable(args[0], args[1])),
+    "delta": ("<absolute_path>", 1, lambda args: TablePath("delta", args[0])),
+}
+
+
+def sql_sink(text: str, table: str, where: str) -> SinkSpec:
+    """The sink of a `.sql` table's header line `-- sink: <name> <kind> <arguments>`: `kafka <topic>`,
+    `postgres $<SETTING> <schema.table>` (the URL from the `TRIBUTARY_<SETTING>` variable, never written in the
+    file) or `delta <path>`; keys are the table's. The caller records it (`record_sink`) once its table is declared."""
+    words = text.split()
+    usage = "; ".join(f"{kind} {args}" for kind, (args, _, _) in _SQL_KINDS.items())
+    if len(words) < 2 or words[1] not in _SQL_KINDS:
+        raise DeclarationError(f"{where}: sink header {text!r} is not '<name> <kind> <arguments>' with kind {usage}")
+    name, kind, args = words[0], words[1], words[2:]
+    expected, count, make = _SQL_KINDS[kind]
+    if len(args) != count:
+        raise DeclarationError(f"{where}: sink {name!r}: '{kind}' takes {expected}, got {' '.join(args) or 'nothing'}")
+    if kind == "postgres":
+        if not args[0].startswith("$"):
+            raise DeclarationError(
+                f"{where}: sink {name!r}: give the database URL as $<SETTING> (read from TRIBUTARY_<SETTING>), "
+                "never in the file"
+            )
+        setting = args[0][1:]
+        args = [setting_value(setting, ""), args[1]]
+        if not args[0]:
+            raise DeclarationError(f"{where}: sink {name!r}: TRIBUTARY_{setting.upper()} is not set; set it to the URL")
+    try:
+        destination = make(args)
+    except ConfigError as exc:
+        raise DeclarationError(f"{where}: sink {name!r}: {exc}") from None
+    return SinkSpec(name, table, destination, where)
 
 
 def sinks_of(modules: list[str]) -> list[SinkSpec]:

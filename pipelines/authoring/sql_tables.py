@@ -5,6 +5,7 @@ The header comment says what the file alone cannot (the name defaults to `gold.<
     -- keys: event_date, category, currency
     -- refresh: recompute by event_date          (or: replace)
     -- description: Orders and revenue per day.
+    -- sink: revenue_to_app postgres $APP_DB_URL app.revenue   (kafka <topic>, delta <path>; may repeat)
     SELECT ... FROM silver.events WHERE ... GROUP BY ...
 
 Tables are named `<layer>.<table>`. The first one read is the stream the table follows; any other is a
@@ -23,6 +24,7 @@ from pyspark.sql import DataFrame
 from infra.errors import first_line
 from pipelines.authoring.declarations import Declaration, DeclarationError, Param, short_path
 from pipelines.authoring.kinds import Kind, recompute, replace
+from pipelines.authoring.sinks import record_sink, sql_sink
 from pipelines.spec.tables import LAYERS
 
 _HEADER = re.compile(r"^--\s*([a-z_]+)\s*:\s*(.*?)\s*$")
@@ -30,7 +32,7 @@ _TABLE = re.compile(r"\b(bronze|silver|gold)\.([A-Za-z_][A-Za-z0-9_]*)\b")
 _QUOTED = re.compile(r"'(?:[^']|'')*'")
 _POSITION = re.compile(r"[(;]?\s*line (\d+),? pos \d+\)?")
 _NEAR = re.compile(r"at or near '([^']*)'")
-_KEYS = ("table", "keys", "refresh", "description", "partition_by")
+_KEYS = ("table", "keys", "refresh", "description", "partition_by", "sink")
 
 
 def _sql_error(exc: Exception, path: Path, name: str, views: dict[str, str]) -> DeclarationError:
@@ -76,6 +78,7 @@ def sql_declaration(path: Path, module: str) -> Declaration:
     """The declaration of the table in `path`; errors name the file and line."""
     text = path.read_text(encoding="utf-8")
     header: dict[str, str] = {}
+    sinks: list[tuple[int, str]] = []  # `-- sink:` may repeat
     for number, line in enumerate(text.splitlines(), 1):
         match = _HEADER.match(line.strip())
         if not match:
@@ -84,7 +87,10 @@ def sql_declaration(path: Path, module: str) -> Declaration:
             raise DeclarationError(
                 f"{short_path(str(path))}:{number}: unknown header {match.group(1)!r}; use {', '.join(_KEYS)}"
             )
-        header[match.group(1)] = match.group(2)
+        if match.group(1) == "sink":
+            sinks.append((number, match.group(2)))
+        else:
+            header[match.group(1)] = match.group(2)
     where = f"{short_path(str(path))}:1"
     name = header.get("table") or f"gold.{path.stem}"
     layer = name.partition(".")[0]
@@ -95,6 +101,7 @@ def sql_declaration(path: Path, module: str) -> Declaration:
     if not read:
         raise DeclarationError(f"{where}: the SELECT reads no table; name tables <layer>.<table>, e.g. silver.events")
     keys = _names(header.get("keys", ""))
+    declared_sinks = [sql_sink(sink, name, f"{short_path(str(path))}:{number}") for number, sink in sinks]
     params = tuple(Param(t.replace(".", "_"), t, i > 0) for i, t in enumerate(read))
 
     def run(**frames: DataFrame) -> DataFrame:
@@ -109,6 +116,8 @@ def sql_declaration(path: Path, module: str) -> Declaration:
             raise _sql_error(exc, path, name, views) from None
 
     run.__name__ = path.stem
+    for sink in declared_sinks:
+        record_sink(sink, module)
     return Declaration(
         name=name,
         layer=layer,  # type: ignore[arg-type]

@@ -52,3 +52,51 @@ def test_sinks_are_checked_against_the_tables_one_line_each(spark, tmp_path):
         ),
         (True, "sink 'items_out' is declared twice"),
     ]
+
+
+COUNTS_SQL = """\
+-- keys: name
+-- refresh: recompute by name
+-- sink: counts_to_kafka kafka item_counts
+-- sink: counts_to_app postgres $SINK_TEST_DB app.item_counts
+-- sink: counts_to_finance delta /data/finance/item_counts
+SELECT name, count(*) AS items FROM bronze.items GROUP BY name
+"""
+
+
+def test_a_sql_tables_header_declares_its_sinks(spark, tmp_path, monkeypatch):
+    monkeypatch.setenv("TRIBUTARY_SINK_TEST_DB", "postgresql://app:secret@127.0.0.1:5432/app")
+    files = {"tables.py": TABLES.split('tb.sink("items_out"')[0], "item_counts.sql": COUNTS_SQL}
+    package = write_package(tmp_path / "packages", "sql_sinks", files)
+    result = check_datasets([package])
+    assert not result.problems, ([s.name for s in result.registry], result.problems)
+    sinks = {s.name: s for s in result.registry.sinks}
+    assert {n: (s.table, s.destination.describe(), s.destination.keys) for n, s in sinks.items()} == {
+        "counts_to_kafka": ("gold.item_counts", "Kafka topic item_counts", ("name",)),
+        "counts_to_app": ("gold.item_counts", "PostgreSQL table app.item_counts at 127.0.0.1:5432/app", ("name",)),
+        "counts_to_finance": ("gold.item_counts", "Delta table at /data/finance/item_counts", ("name",)),
+    }
+    assert sinks["counts_to_app"].where.endswith("sql_sinks/item_counts.sql:4")
+
+
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        ("counts_out mqtt x", "sink header 'counts_out mqtt x' is not '<name> <kind> <arguments>' with kind kafka"),
+        ("counts_out kafka", "sink 'counts_out': 'kafka' takes <topic>, got nothing"),
+        (
+            "counts_out postgres postgresql://app:pw@db/app app.t",
+            "sink 'counts_out': give the database URL as $<SETTING> (read from TRIBUTARY_<SETTING>), never in the file",
+        ),
+        ("counts_out postgres $NOT_SET_ANYWHERE app.t", "sink 'counts_out': TRIBUTARY_NOT_SET_ANYWHERE is not set"),
+        ("counts_out delta relative/path", "sink 'counts_out': sink table path 'relative/path' must be absolute"),
+    ],
+)
+def test_a_bad_sql_sink_header_is_one_line_naming_its_file_and_line(line, message, tmp_path):
+    from pipelines.authoring.sql_tables import sql_declaration
+
+    path = tmp_path / "counts.sql"
+    path.write_text(f"-- keys: name\n-- sink: {line}\nSELECT name FROM bronze.items\n")
+    with pytest.raises(DeclarationError) as refused:
+        sql_declaration(path, "sql_sink_errors")
+    assert str(refused.value).startswith(f"{path}:2: {message}"), str(refused.value)
