@@ -7,9 +7,7 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 from dataclasses import replace
-from pathlib import Path
 
 import pytest
 
@@ -20,8 +18,8 @@ from orchestration.cli.demo import DEMO_BUCKET
 from pipelines.datasets import default_registry
 from pipelines.run.pipeline import run_pipeline
 from tests.support.jvm import short_lived
+from tests.support.repo import TRIBUTARY
 
-TRIBUTARY = str(Path(sys.executable).parent / "tributary")
 ROWS, FILES, SEED = 3000, 3, 7  # the demo's seed
 
 

@@ -97,6 +97,17 @@ def daily_revenue(silver_events: DataFrame) -> DataFrame:
     )
 
 
+# Daily revenue delivered to the applications that use it, each change exactly once (docs/sinks.md): to a Kafka
+# topic when TRIBUTARY_REVENUE_TOPIC names one, and to an application's PostgreSQL table when
+# TRIBUTARY_APP_DB_URL gives its database (keyed by day, category and currency, as the table is).
+REVENUE_TOPIC = tb.setting("REVENUE_TOPIC", "")
+if REVENUE_TOPIC:
+    tb.sink("daily_revenue_to_kafka", "gold.daily_revenue", to=tb.kafka_topic(REVENUE_TOPIC))
+APP_DB_URL = tb.setting("APP_DB_URL", "")
+if APP_DB_URL:
+    tb.sink("daily_revenue_to_app", "gold.daily_revenue", to=tb.jdbc_table(APP_DB_URL, "app.daily_revenue"))
+
+
 @tb.gold(
     watermark=tb.watermark("event_time", "30 minutes"),
     partition_by="days(window_start)",

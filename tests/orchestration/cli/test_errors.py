@@ -20,9 +20,7 @@ from infra.settings import Settings
 from pipelines.datasets import default_registry
 from pipelines.datasets.ecommerce.sample_data import generate
 from pipelines.run.pipeline import run_pipeline
-from tests.support.repo import REPO
-
-TRIBUTARY = str(Path(sys.executable).parent / "tributary")
+from tests.support.repo import REPO, TRIBUTARY
 
 
 def _cli(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 import time
 import urllib.request
 from pathlib import Path
@@ -14,9 +13,7 @@ import pytest
 
 from infra.ports import free_port
 from tests.support.devserver import wait_for
-from tests.support.repo import REPO
-
-TRIBUTARY = str(Path(sys.executable).parent / "tributary")
+from tests.support.repo import REPO, TRIBUTARY
 
 
 def _group(pgid: int) -> list[int]:

@@ -5,10 +5,8 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 import textwrap
 from dataclasses import replace
-from pathlib import Path
 
 import pytest
 
@@ -17,8 +15,7 @@ from pipelines.authoring import unit_tests
 from pipelines.authoring.unit_tests import UnitTest, run_test
 from pipelines.datasets import default_registry, packages_under
 from tests.support.jvm import short_lived
-
-TRIBUTARY = str(Path(sys.executable).parent / "tributary")
+from tests.support.repo import TRIBUTARY
 
 
 @pytest.fixture(scope="module")

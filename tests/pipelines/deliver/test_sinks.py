@@ -8,7 +8,9 @@ and the next run catches up once."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import subprocess
 import tempfile
 import time
 from collections import Counter
@@ -23,6 +25,7 @@ from confluent_kafka import Consumer, TopicPartition
 from dagster import materialize
 from deltalake import DeltaTable
 
+from infra.catalog import pyiceberg_catalog
 from infra.deploy import postgres
 from infra.kafka_broker import Broker, start_broker
 from infra.ports import free_port
@@ -30,11 +33,14 @@ from infra.settings import Settings
 from orchestration.resources import SparkResource
 from orchestration.sinks import DELIVERED_CHECK, build_sink_assets
 from pipelines.authoring.load import load_registry
+from pipelines.datasets.ecommerce.sample_data import generate
 from pipelines.deliver.run import reconcile, run_sink, run_sinks
 from pipelines.io import iceberg
 from pipelines.run.pipeline import run_pipeline
 from pipelines.spec.delivery import SinkError
+from tests.support.jvm import short_lived
 from tests.support.packages import write_package
+from tests.support.repo import REPO, TRIBUTARY
 from tests.support.sink_child import kill_sink
 
 pytestmark = pytest.mark.slow
@@ -346,3 +352,48 @@ def test_an_unreachable_destination_stops_only_its_sink_and_the_next_run_catches
     reports, failures = run_sinks(spark, settings, registry)
     assert not failures and {r.mode for r in reports} == {"first"}, reports
     assert _destinations(database, broker.bootstrap, "down", tmp_path / "shared") == _expected(landings[:2])
+
+
+def test_tributary_run_delivers_the_demos_daily_revenue_and_a_failed_sink_exits_1_with_one_line(
+    broker, database, tmp_path
+):
+    """The demo's own sinks (declared when their settings are given), through the CLI: a sink whose database cannot
+    be reached fails alone with one line and exit 1, the tables and the other sink committed; the next run with
+    the database back delivers everything to it once."""
+    home = tmp_path / "demo"
+    generate(home / "landing", rows=2000, files=2, seed=3)
+    env = {
+        **short_lived(dict(os.environ)),
+        "TRIBUTARY_HOME": str(home),
+        "TRIBUTARY_KAFKA_BOOTSTRAP": broker.bootstrap,
+        "TRIBUTARY_REVENUE_TOPIC": "demo_revenue",
+        "TRIBUTARY_APP_DB_URL": f"postgresql://app:wrong@127.0.0.1:{free_port()}/app",
+    }
+    run = [TRIBUTARY, "run", "gold.daily_revenue", "--with-upstream"]
+    first = subprocess.run(run, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+    assert first.returncode == 1, first.stderr[-3000:]
+    failed = [line for line in first.stderr.splitlines() if line.startswith("tributary: error:")]
+    assert len(failed) == 1 and "wrong" not in first.stderr, first.stderr[-3000:]
+    assert failed[0].startswith(
+        "tributary: error: the run committed its tables, but sink daily_revenue_to_app: cannot reach PostgreSQL "
+        "table app.daily_revenue at 127.0.0.1:"
+    )
+    delivered = [line for line in first.stdout.splitlines() if line.startswith("sink ")]
+    assert len(delivered) == 1 and delivered[0].startswith("sink daily_revenue_to_kafka: "), first.stdout
+
+    again = subprocess.run(run, cwd=REPO, env={**env, "TRIBUTARY_APP_DB_URL": database}, capture_output=True, text=True)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert [line.split(":")[0] for line in again.stdout.splitlines() if line.startswith("sink ")] == [
+        "sink daily_revenue_to_app"  # the Kafka sink had nothing new
+    ]
+    settings = Settings.from_env(home=home)
+    revenue = pyiceberg_catalog(settings).load_table("gold.daily_revenue").scan().to_arrow().to_pylist()
+    keys = ("event_date", "category", "currency")
+    expected = {tuple(str(r[k]) for k in keys): (r["orders"], str(r["revenue"])) for r in revenue}
+    assert len(expected) > 10
+    held = _pg(database, "SELECT event_date, category, currency, orders, revenue FROM app.daily_revenue")
+    assert {(str(d), c, u): (o, str(r)) for d, c, u, o, r in held} == expected
+    latest = {}
+    for key, value in _messages(broker.bootstrap, "demo_revenue"):
+        latest[tuple(json.loads(key)[k] for k in keys)] = value
+    assert {k: (v["orders"], f"{v['revenue']:.2f}") for k, v in latest.items() if v is not None} == expected

@@ -33,9 +33,7 @@ from tests.support.crash_child import kill_in_child
 from tests.support.crash_registry import crash_registry
 from tests.support.helpers import table
 from tests.support.jvm import short_lived
-from tests.support.repo import REPO
-
-TRIBUTARY = str(Path(sys.executable).parent / "tributary")
+from tests.support.repo import REPO, TRIBUTARY
 
 
 def _event(event_id: str, when: str, **extra) -> str:
