@@ -13,6 +13,7 @@ from dataclasses import replace
 import pytest
 from pyspark.sql import SparkSession
 
+from infra.kafka_broker import Broker, start_broker
 from infra.s3_server import S3Server, start_s3_server
 from infra.settings import TABLE_FORMATS, Settings
 from infra.spark import get_spark
@@ -78,3 +79,13 @@ def s3_server(base_settings: Settings, tmp_path_factory: pytest.TempPathFactory)
         yield server
     finally:
         server.stop()
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Broker]:
+    """One Kafka test broker for the module (each test uses its own topics), stopped after it."""
+    started = start_broker(tmp_path_factory.mktemp("broker"))
+    try:
+        yield started
+    finally:
+        started.stop()

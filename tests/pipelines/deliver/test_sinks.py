@@ -27,7 +27,7 @@ from deltalake import DeltaTable
 
 from infra.catalog import pyiceberg_catalog
 from infra.deploy import postgres
-from infra.kafka_broker import Broker, start_broker
+from infra.kafka_broker import Broker
 from infra.ports import free_port
 from infra.settings import Settings
 from orchestration.resources import SparkResource
@@ -109,15 +109,6 @@ def _lines(landings: list[list[dict]]) -> Counter:
 
 
 @pytest.fixture(scope="module")
-def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Broker]:
-    started = start_broker(tmp_path_factory.mktemp("broker"))
-    try:
-        yield started
-    finally:
-        started.stop()
-
-
-@pytest.fixture(scope="module")
 def database() -> Iterator[str]:
     """A PostgreSQL server with an `app` database: its URL, password included."""
     folder = Path(tempfile.mkdtemp(prefix="tributary-sinks-"))
@@ -144,6 +135,14 @@ def _land(settings: Settings, i: int, lines: list[dict]) -> None:
     folder = settings.landing / "order_changes"
     folder.mkdir(parents=True, exist_ok=True)
     (folder / f"{i}.json").write_text("".join(json.dumps(line) + "\n" for line in lines))
+
+
+def _first_landing(spark, settings: Settings, registry) -> list[list[dict]]:
+    """The three landings; the first landed and its tables run."""
+    landings = _landings()
+    _land(settings, 0, landings[0])
+    run_pipeline(spark, settings, registry)
+    return landings
 
 
 def _messages(bootstrap: str, topic: str) -> list[tuple[str | None, dict | None]]:
@@ -289,9 +288,7 @@ def test_a_sink_killed_before_inside_or_after_its_commit_delivers_once(
     spark, settings_factory, broker, database, monkeypatch, tmp_path
 ):
     settings, packages, package, registry = _home(settings_factory(), broker, database, monkeypatch, tmp_path, "kill")
-    landings = _landings()
-    _land(settings, 0, landings[0])
-    run_pipeline(spark, settings, registry)
+    landings = _first_landing(spark, settings, registry)
     assert not run_sinks(spark, settings, registry)[1]
     _land(settings, 1, landings[1])
     run_pipeline(spark, settings, registry)
@@ -326,9 +323,7 @@ def test_an_unreachable_destination_stops_only_its_sink_and_the_next_run_catches
     spark, settings_factory, broker, database, monkeypatch, tmp_path
 ):
     settings, _, _, registry = _home(settings_factory(), broker, database, monkeypatch, tmp_path, "down")
-    landings = _landings()
-    _land(settings, 0, landings[0])
-    run_pipeline(spark, settings, registry)
+    landings = _first_landing(spark, settings, registry)
     pg, kafka = (next(s for s in registry.sinks if s.name == f"{n}_down") for n in ("orders_to_pg", "changes_to_kafka"))
     dead = f"postgresql://app:not-this-one@127.0.0.1:{free_port()}/app"
     with pytest.raises(SinkError) as down:

@@ -8,7 +8,6 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from dataclasses import replace
 
 import pytest
@@ -18,7 +17,7 @@ from pyspark.sql import SparkSession
 
 from infra.errors import PipelineError
 from infra.kafka import KafkaSettings
-from infra.kafka_broker import Broker, free_port, start_broker
+from infra.kafka_broker import Broker, free_port
 from infra.settings import Settings
 from pipelines.authoring.load import build_registry
 from pipelines.io.formats import table_format
@@ -38,16 +37,6 @@ from tests.support.killed_child import run_killed_child
 from tests.support.repo import REPO
 
 _topics = itertools.count()
-
-
-@pytest.fixture(scope="module")
-def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Broker]:
-    """One test broker for the module (each test uses its own topics)."""
-    started = start_broker(tmp_path_factory.mktemp("broker"))
-    try:
-        yield started
-    finally:
-        started.stop()
 
 
 def _topic(broker: Broker, partitions: int = 3) -> str:
